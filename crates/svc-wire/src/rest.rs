@@ -1,0 +1,421 @@
+//! REST request and response bodies under `/api/v1/external`.
+//!
+//! Field names and shapes follow the interface spec exactly; where the spec shows no shape
+//! (prepare-room, timeline, support, agents, whoami, projects) the choice is documented in
+//! docs/API-DESIGN.md and these types are its source of truth.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Which kind of realtime credential `verify` saw. Open-ended on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialKind {
+    /// A workspace API key.
+    ApiKey,
+    /// A minted end-user JWT.
+    UserToken,
+}
+
+/// `{name, slug}` of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceRef {
+    /// Display name.
+    pub name: String,
+    /// Unique slug.
+    pub slug: String,
+}
+
+/// `GET /realtime/verify` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CredentialInfo {
+    /// Credential kind.
+    pub credential: CredentialKind,
+    /// The workspace of an API key; null for a minted token.
+    pub workspace: Option<WorkspaceRef>,
+    /// Scopes after hierarchy expansion.
+    pub scopes: Vec<String>,
+    /// Whether the credential carries `realtime:start`.
+    pub can_start_sessions: bool,
+    /// Whether the deployment has the default voice stack configured.
+    pub realtime_voice_available: bool,
+    /// The end user a minted token is bound to; null for an API key.
+    pub external_user_id: Option<String>,
+}
+
+/// `POST /auth/token` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MintTokenRequest {
+    /// The end user the token is bound to (1 to 256 chars).
+    pub external_user_id: String,
+    /// Lifetime, 60 to 86400 seconds; default 86400.
+    #[serde(default)]
+    pub ttl_seconds: Option<i64>,
+    /// Extra scopes beyond `realtime:start`: `realtime:read`, `realtime:delete`,
+    /// `connectors:read`, `connectors:write`.
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+}
+
+/// `POST /auth/token` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MintedToken {
+    /// The end-user JWT.
+    pub jwt: String,
+    /// Expiry, integer epoch seconds (the JWT's `exp`).
+    pub expires_at: i64,
+    /// Revocation handle, stable per (workspace, external_user_id) until revoked.
+    pub token_id: String,
+}
+
+/// Session record status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Live.
+    Active,
+    /// Ended normally.
+    Completed,
+    /// Ended abnormally.
+    Error,
+}
+
+/// Usage summary state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageStatus {
+    /// Numbers not final yet.
+    Pending,
+    /// Detailed summary written.
+    Recorded,
+    /// No summary will be written.
+    Unavailable,
+}
+
+/// A session record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionRecord {
+    /// Session id (UUID).
+    pub id: String,
+    /// Epoch seconds.
+    pub started_at: f64,
+    /// Epoch seconds; null while live.
+    pub ended_at: Option<f64>,
+    /// Status.
+    pub status: SessionStatus,
+    /// Model provider that served the session.
+    pub provider: Option<String>,
+    /// Hint that resume would be native rather than by transcript seeding.
+    pub has_resumption_handle: bool,
+}
+
+/// Transcript role in REST.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TranscriptRole {
+    /// The end user.
+    User,
+    /// The agent.
+    Assistant,
+}
+
+/// One transcript turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptTurn {
+    /// Epoch seconds.
+    pub ts: f64,
+    /// Speaker.
+    pub role: TranscriptRole,
+    /// What was said.
+    pub text: String,
+}
+
+/// Token counters of a usage summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UsageTokens {
+    /// All input tokens.
+    pub input_tokens: i64,
+    /// All output tokens.
+    pub output_tokens: i64,
+    /// Input plus output.
+    pub total_tokens: i64,
+    /// Input audio tokens.
+    pub input_audio_tokens: i64,
+    /// Input text tokens.
+    pub input_text_tokens: i64,
+    /// Input image tokens.
+    pub input_image_tokens: i64,
+    /// Cached input tokens.
+    pub input_cached_tokens: i64,
+    /// Output audio tokens.
+    pub output_audio_tokens: i64,
+    /// Output text tokens.
+    pub output_text_tokens: i64,
+}
+
+/// `GET /sessions/{id}/usage` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageSummary {
+    /// Session status.
+    pub status: SessionStatus,
+    /// Usage state.
+    pub usage_status: UsageStatus,
+    /// Null while live.
+    pub duration_seconds: Option<f64>,
+    /// Model-response turns.
+    pub turn_count: Option<i64>,
+    /// User talk time.
+    pub user_speaking_seconds: Option<f64>,
+    /// Agent talk time.
+    pub agent_speaking_seconds: Option<f64>,
+    /// Provider.
+    pub provider: Option<String>,
+    /// Model.
+    pub model: Option<String>,
+    /// Null when the provider reports no token usage.
+    pub tokens: Option<UsageTokens>,
+}
+
+/// `GET /sessions/capabilities` response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Capabilities {
+    /// Whether the server is configured for the provider_b family.
+    pub openai_provider_available: bool,
+}
+
+/// `POST /sessions/import` body (documented shape; the server parses it as a stream).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportSessionRequest {
+    /// Epoch seconds.
+    pub started_at: f64,
+    /// Epoch seconds.
+    #[serde(default)]
+    pub ended_at: Option<f64>,
+    /// Title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Provider that served the call.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// At most 100,000 turns.
+    #[serde(default)]
+    pub transcript: Vec<TranscriptTurn>,
+    /// Mono WAV, base64; at most 200 MB decoded.
+    #[serde(default)]
+    pub audio_wav_base64: Option<String>,
+}
+
+/// One timeline event of a session (`GET /sessions/{id}/timeline`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TimelineEvent {
+    /// Position in the session's timeline, from 0, gap-free.
+    pub seq: i64,
+    /// Epoch seconds.
+    pub ts: f64,
+    /// Event type slug (`session.started`, `transcript.user`, `tool.call`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Event details.
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+}
+
+/// `GET /sessions/{id}/timeline` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Timeline {
+    /// Session id.
+    pub session_id: String,
+    /// Events ordered by `seq`.
+    pub events: Vec<TimelineEvent>,
+}
+
+/// `POST /support/requests` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SupportRequestCreate {
+    /// What happened (1 to 20,000 chars).
+    pub message: String,
+    /// Short summary (at most 200 chars).
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// A session the request is about; must be in the credential's project.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Where to answer.
+    #[serde(default)]
+    pub contact_email: Option<String>,
+    /// Free-form client diagnostics (at most 64 KiB serialized).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub diagnostics: Option<serde_json::Value>,
+}
+
+/// A stored support request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SupportRequestRecord {
+    /// Request id (UUID).
+    pub id: String,
+    /// Always `open` when created.
+    pub status: String,
+    /// Epoch seconds.
+    pub created_at: f64,
+    /// The session named, if any.
+    pub session_id: Option<String>,
+}
+
+/// `GET /projects/default` response, and the project an end-user token acts on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ProjectRecord {
+    /// Project id (UUID).
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// `default` for the workspace's own project, `end_user` for a minted token's.
+    pub kind: String,
+    /// The end user of an `end_user` project.
+    pub external_user_id: Option<String>,
+    /// Epoch seconds.
+    pub created_at: f64,
+}
+
+/// `POST /realtime/session/prepare-room` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PreparedRoom {
+    /// Reservation id.
+    pub reservation_id: String,
+    /// The room the next start by this credential will use.
+    pub room_name: String,
+    /// Epoch seconds after which the reservation lapses unused.
+    pub expires_at: f64,
+}
+
+/// A workspace user as `whoami` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UserInfo {
+    /// User id (UUID).
+    pub id: String,
+    /// Email.
+    pub email: String,
+    /// Roles (`admin`, `agents-admin`, `recordings-admin`, …).
+    pub roles: Vec<String>,
+    /// Capabilities (`recordings`, …).
+    pub capabilities: Vec<String>,
+}
+
+/// `GET /whoami` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Whoami {
+    /// `user_access_token` or `acts_as_user_token`.
+    pub credential: String,
+    /// The user the token authenticates.
+    pub user: UserInfo,
+    /// The user who acts, for an acts-as-user token.
+    pub acting_user: Option<UserInfo>,
+    /// The user's workspace.
+    pub workspace: WorkspaceRef,
+    /// Token expiry, integer epoch seconds.
+    pub expires_at: i64,
+}
+
+/// A stored catalog agent: the configuration a catalog start runs verbatim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AgentRecord {
+    /// Agent id (UUID).
+    pub id: String,
+    /// Workspace-unique handle.
+    pub name: String,
+    /// Human description.
+    pub description: Option<String>,
+    /// The stored configuration.
+    pub config: AgentConfig,
+    /// Epoch seconds.
+    pub created_at: f64,
+    /// Epoch seconds.
+    pub updated_at: f64,
+}
+
+/// The runnable part of a catalog agent, shaped like an inline agent block without `type`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// System prompt; may hold `{{key}}` placeholders filled from a start's `inputs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Spoken first; may hold placeholders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greeting: Option<String>,
+    /// Model: alias, model id, or provider block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub model: Option<serde_json::Value>,
+    /// Voice object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub voice: Option<serde_json::Value>,
+    /// Audio object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub audio: Option<serde_json::Value>,
+    /// Tool specs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<serde_json::Value>>,
+    /// `low`, `default` or `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_sensitivity: Option<String>,
+    /// Server hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub hooks: Option<Vec<serde_json::Value>>,
+}
+
+/// `POST /agents` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCreate {
+    /// Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, at most 100 chars, unique in the workspace.
+    pub name: String,
+    /// Human description (at most 2000 chars).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The configuration.
+    #[serde(default)]
+    pub config: AgentConfig,
+}
+
+/// `PATCH /agents/{name}` body: present fields replace stored ones; `config` replaces as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentUpdate {
+    /// New description; null clears it.
+    #[serde(default, with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+    /// New configuration.
+    #[serde(default)]
+    pub config: Option<AgentConfig>,
+}
+
+/// Distinguishes an absent field (`None`) from an explicit null (`Some(None)`).
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(crate) fn serialize<S: Serializer, T: Serialize>(
+        value: &Option<Option<T>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(inner) => inner.serialize(serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
+        Option::<T>::deserialize(deserializer).map(Some)
+    }
+}
