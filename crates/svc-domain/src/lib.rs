@@ -7,6 +7,8 @@
 
 pub mod host;
 pub mod limits;
+pub mod parse;
+pub mod requests;
 pub mod scope;
 pub mod settings;
 

@@ -82,12 +82,8 @@ impl Scope {
     /// Extra scopes a mint call may add to a minted end-user token (it always carries
     /// `realtime:start`). `resources:read` is deliberately absent: minted tokens never qualify for
     /// svc delegation.
-    pub const MINTABLE_EXTRAS: [Scope; 4] = [
-        Scope::RealtimeRead,
-        Scope::RealtimeDelete,
-        Scope::ConnectorsRead,
-        Scope::ConnectorsWrite,
-    ];
+    pub const MINTABLE_EXTRAS: [Scope; 4] =
+        [Scope::RealtimeRead, Scope::RealtimeDelete, Scope::ConnectorsRead, Scope::ConnectorsWrite];
 
     /// The stable wire string, e.g. `realtime:start`.
     pub const fn as_str(self) -> &'static str {
@@ -128,10 +124,7 @@ impl FromStr for Scope {
     type Err = UnknownScope;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Scope::ALL
-            .into_iter()
-            .find(|scope| scope.as_str() == s)
-            .ok_or_else(|| UnknownScope(s.to_owned()))
+        Scope::ALL.into_iter().find(|scope| scope.as_str() == s).ok_or_else(|| UnknownScope(s.to_owned()))
     }
 }
 
@@ -152,10 +145,7 @@ impl ScopeSet {
     /// Parses a space-separated list as stored; unknown names are an error, never dropped,
     /// because a silently narrowed credential is as confusing as a widened one.
     pub fn parse_list(list: &str) -> Result<Self, UnknownScope> {
-        list.split_whitespace()
-            .map(Scope::from_str)
-            .collect::<Result<Vec<_>, _>>()
-            .map(ScopeSet::new)
+        list.split_whitespace().map(Scope::from_str).collect::<Result<Vec<_>, _>>().map(ScopeSet::new)
     }
 
     /// The space-separated storage form (expanded).
@@ -170,11 +160,7 @@ impl ScopeSet {
 
     /// The scopes of `required` this set lacks, in the order given.
     pub fn missing(&self, required: &[Scope]) -> Vec<Scope> {
-        required
-            .iter()
-            .copied()
-            .filter(|scope| !self.contains(*scope))
-            .collect()
+        required.iter().copied().filter(|scope| !self.contains(*scope)).collect()
     }
 
     /// Whether the set is empty.
@@ -244,10 +230,7 @@ mod tests {
 
     #[test]
     fn parse_list_rejects_unknown_names() {
-        assert_eq!(
-            ScopeSet::parse_list("realtime:start bogus"),
-            Err(UnknownScope("bogus".into()))
-        );
+        assert_eq!(ScopeSet::parse_list("realtime:start bogus"), Err(UnknownScope("bogus".into())));
         let set = ScopeSet::parse_list("  realtime:start   support:write ").expect("valid list");
         assert_eq!(set.to_list(), "realtime:start support:write");
     }

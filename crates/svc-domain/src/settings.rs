@@ -65,11 +65,7 @@ pub struct RecordingConsents {
 
 impl Default for RecordingConsents {
     fn default() -> Self {
-        RecordingConsents {
-            audio: true,
-            transcript: true,
-            video: false,
-        }
+        RecordingConsents { audio: true, transcript: true, video: false }
     }
 }
 
@@ -86,8 +82,7 @@ mod tests {
 
     #[test]
     fn old_documents_keep_loading_with_defaults() {
-        let settings: WorkspaceSettings =
-            serde_json::from_str(r#"{"avatar_enabled":true}"#).expect("partial document");
+        let settings: WorkspaceSettings = serde_json::from_str(r#"{"avatar_enabled":true}"#).expect("partial document");
         assert!(settings.avatar_enabled);
         assert_eq!(settings.max_concurrent_sessions, Some(DEFAULT_MAX_CONCURRENT_SESSIONS));
         assert!(settings.consents.audio && !settings.consents.video);

@@ -124,7 +124,8 @@ fn key_from_row(row: &AnyRow) -> StoreResult<ApiKeyRecord> {
         workspace_id: row.try_get("workspace_id")?,
         lookup: row.try_get("lookup")?,
         secret_hash: row.try_get("secret_hash")?,
-        scopes: ScopeSet::parse_list(&scopes).map_err(|error| StoreError::Corrupt(format!("api_keys.scopes: {error}")))?,
+        scopes: ScopeSet::parse_list(&scopes)
+            .map_err(|error| StoreError::Corrupt(format!("api_keys.scopes: {error}")))?,
         label: row.try_get("label")?,
         created_us: row.try_get("created_us")?,
         revoked_us: row.try_get("revoked_us")?,
@@ -191,12 +192,11 @@ impl Store {
 
     /// A workspace's keys, oldest first.
     pub async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_us, id"
-        ))
-        .bind(workspace_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows =
+            sqlx::query(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_us, id"))
+                .bind(workspace_id)
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter().map(key_from_row).collect()
     }
 
@@ -293,11 +293,8 @@ impl Store {
              AND kind = 'end_user' AND revoked_us IS NULL"
         );
         for _ in 0..3 {
-            if let Some(row) = sqlx::query(&select)
-                .bind(workspace_id)
-                .bind(external_user_id)
-                .fetch_optional(&self.pool)
-                .await?
+            if let Some(row) =
+                sqlx::query(&select).bind(workspace_id).bind(external_user_id).fetch_optional(&self.pool).await?
             {
                 return token_from_row(&row);
             }
@@ -331,9 +328,7 @@ impl Store {
         .bind(now_us)
         .execute(&self.pool)
         .await?;
-        self.token_by_id(&id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("token {id}")))
+        self.token_by_id(&id).await?.ok_or_else(|| StoreError::NotFound(format!("token {id}")))
     }
 
     /// The grant with `id`.

@@ -31,8 +31,8 @@ pub use agents::StoredAgent;
 pub use credentials::{ApiKeyRecord, NewToken, TokenKind, TokenRecord, UserRecord};
 pub use rooms::{RoomReservation, new_room_name};
 pub use sessions::{
-    ArtifactRecord, NewSession, NewTimelineEvent, NewTurn, SessionFilter, SessionRow, StoredTurn,
-    TimelineRow, UsageRecord,
+    ArtifactRecord, NewSession, NewTimelineEvent, NewTurn, SessionFilter, SessionRow, StoredTurn, TimelineRow,
+    UsageRecord,
 };
 pub use support::NewSupportRequest;
 pub use workspaces::{CallerNumber, ProjectRow, WorkspaceRow};
@@ -73,12 +73,8 @@ pub enum StoreError {
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
         match &error {
-            sqlx::Error::Database(db) if db.is_unique_violation() => {
-                StoreError::Conflict(db.message().to_owned())
-            }
-            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
-                StoreError::Corrupt(error.to_string())
-            }
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(db.message().to_owned()),
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => StoreError::Corrupt(error.to_string()),
             _ => StoreError::Database(error),
         }
     }

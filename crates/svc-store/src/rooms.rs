@@ -50,7 +50,11 @@ impl Store {
 
     /// Consumes the credential's oldest open, unexpired reservation, if any. Safe under
     /// concurrency: the conditional update lets exactly one caller win each reservation.
-    pub async fn consume_room_reservation(&self, credential_id: &str, now_us: i64) -> StoreResult<Option<RoomReservation>> {
+    pub async fn consume_room_reservation(
+        &self,
+        credential_id: &str,
+        now_us: i64,
+    ) -> StoreResult<Option<RoomReservation>> {
         loop {
             let Some(row) = sqlx::query(
                 "SELECT id, room_name, expires_us FROM room_reservations \
@@ -68,11 +72,12 @@ impl Store {
                 room_name: row.try_get("room_name")?,
                 expires_us: row.try_get("expires_us")?,
             };
-            let won = sqlx::query("UPDATE room_reservations SET consumed_us = $1 WHERE id = $2 AND consumed_us IS NULL")
-                .bind(now_us)
-                .bind(&reservation.id)
-                .execute(&self.pool)
-                .await?;
+            let won =
+                sqlx::query("UPDATE room_reservations SET consumed_us = $1 WHERE id = $2 AND consumed_us IS NULL")
+                    .bind(now_us)
+                    .bind(&reservation.id)
+                    .execute(&self.pool)
+                    .await?;
             if won.rows_affected() == 1 {
                 return Ok(Some(reservation));
             }

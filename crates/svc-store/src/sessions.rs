@@ -263,16 +263,17 @@ impl Store {
         rows.iter().map(session_from_row).collect()
     }
 
-    async fn session_page(&self, project_id: &str, before_us: Option<i64>, limit: usize) -> StoreResult<Vec<SessionRow>> {
+    async fn session_page(
+        &self,
+        project_id: &str,
+        before_us: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<SessionRow>> {
         let sql = format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE project_id = $1 AND started_us < $2 \
              ORDER BY started_us DESC, id DESC LIMIT {limit}"
         );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(before_us.unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&sql).bind(project_id).bind(before_us.unwrap_or(i64::MAX)).fetch_all(&self.pool).await?;
         rows.iter().map(session_from_row).collect()
     }
 
@@ -284,8 +285,19 @@ impl Store {
             .await?)
     }
 
+    /// Number of live sessions across all workspaces (for metrics).
+    pub async fn count_all_live_sessions(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE status = 'active'").fetch_one(&self.pool).await?)
+    }
+
     /// Ends a live session with its final status and, if known, its usage.
-    pub async fn finish_session(&self, id: &str, status: &str, ended_us: i64, usage: Option<&UsageRecord>) -> StoreResult<bool> {
+    pub async fn finish_session(
+        &self,
+        id: &str,
+        status: &str,
+        ended_us: i64,
+        usage: Option<&UsageRecord>,
+    ) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE sessions SET status = $1, ended_us = $2, usage_status = $3, turn_count = $4, \
              user_speaking_ms = $5, agent_speaking_ms = $6, tokens = $7 WHERE id = $8 AND status = 'active'",
@@ -306,10 +318,11 @@ impl Store {
     /// Appends transcript turns after those already stored.
     pub async fn append_turns(&self, session_id: &str, turns: &[NewTurn]) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcript_turns WHERE session_id = $1")
-            .bind(session_id)
-            .fetch_one(&mut *tx)
-            .await?;
+        let next: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcript_turns WHERE session_id = $1")
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await?;
         insert_turns_in(&mut tx, session_id, next, turns).await?;
         tx.commit().await?;
         Ok(())
@@ -317,10 +330,11 @@ impl Store {
 
     /// A session's transcript in order.
     pub async fn transcript(&self, session_id: &str) -> StoreResult<Vec<StoredTurn>> {
-        let rows = sqlx::query("SELECT seq, ts_us, role, text FROM transcript_turns WHERE session_id = $1 ORDER BY seq")
-            .bind(session_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT seq, ts_us, role, text FROM transcript_turns WHERE session_id = $1 ORDER BY seq")
+                .bind(session_id)
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter()
             .map(|row| {
                 Ok(StoredTurn {
@@ -336,10 +350,11 @@ impl Store {
     /// Appends timeline events after those already stored.
     pub async fn append_timeline(&self, session_id: &str, events: &[NewTimelineEvent]) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
-            .bind(session_id)
-            .fetch_one(&mut *tx)
-            .await?;
+        let next: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await?;
         insert_events_in(&mut tx, session_id, next, events).await?;
         tx.commit().await?;
         Ok(())
@@ -374,11 +389,13 @@ impl Store {
 
     /// A session's artifact of `kind`.
     pub async fn artifact(&self, session_id: &str, kind: &str) -> StoreResult<Option<ArtifactRecord>> {
-        let row = sqlx::query("SELECT kind, path, content_type, bytes FROM session_artifacts WHERE session_id = $1 AND kind = $2")
-            .bind(session_id)
-            .bind(kind)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(
+            "SELECT kind, path, content_type, bytes FROM session_artifacts WHERE session_id = $1 AND kind = $2",
+        )
+        .bind(session_id)
+        .bind(kind)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(artifact_from_row).transpose()
     }
 
@@ -449,7 +466,12 @@ async fn insert_session_in(tx: &mut Transaction<'_, Any>, session: &NewSession<'
     Ok(())
 }
 
-async fn insert_turns_in(tx: &mut Transaction<'_, Any>, session_id: &str, first_seq: i64, turns: &[NewTurn]) -> StoreResult<()> {
+async fn insert_turns_in(
+    tx: &mut Transaction<'_, Any>,
+    session_id: &str,
+    first_seq: i64,
+    turns: &[NewTurn],
+) -> StoreResult<()> {
     let mut seq = first_seq;
     for batch in turns.chunks(INSERT_BATCH_ROWS) {
         let sql = multi_row_insert("transcript_turns (session_id, seq, ts_us, role, text)", 5, batch.len());

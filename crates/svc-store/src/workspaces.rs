@@ -88,19 +88,21 @@ impl Store {
             created_us: now_us,
         };
         let mut tx = self.pool.begin().await?;
-        sqlx::query("INSERT INTO workspaces (id, slug, name, host, settings, created_us) VALUES ($1, $2, $3, $4, $5, $6)")
-            .bind(&row.id)
-            .bind(&row.slug)
-            .bind(&row.name)
-            .bind(&row.host)
-            .bind(to_json(&row.settings))
-            .bind(now_us)
-            .execute(&mut *tx)
-            .await
-            .map_err(|error| match StoreError::from(error) {
-                StoreError::Conflict(_) => StoreError::Conflict(format!("workspace slug `{slug}` is taken")),
-                other => other,
-            })?;
+        sqlx::query(
+            "INSERT INTO workspaces (id, slug, name, host, settings, created_us) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&row.id)
+        .bind(&row.slug)
+        .bind(&row.name)
+        .bind(&row.host)
+        .bind(to_json(&row.settings))
+        .bind(now_us)
+        .execute(&mut *tx)
+        .await
+        .map_err(|error| match StoreError::from(error) {
+            StoreError::Conflict(_) => StoreError::Conflict(format!("workspace slug `{slug}` is taken")),
+            other => other,
+        })?;
         sqlx::query(
             "INSERT INTO projects (id, workspace_id, kind, external_user_id, name, created_us) VALUES ($1, $2, 'default', NULL, $3, $4)",
         )
@@ -143,7 +145,12 @@ impl Store {
     }
 
     /// Replaces a workspace's settings document and, if given, its host.
-    pub async fn update_workspace(&self, id: &str, settings: &WorkspaceSettings, host: Option<&str>) -> StoreResult<()> {
+    pub async fn update_workspace(
+        &self,
+        id: &str,
+        settings: &WorkspaceSettings,
+        host: Option<&str>,
+    ) -> StoreResult<()> {
         let done = sqlx::query("UPDATE workspaces SET settings = $1, host = COALESCE($2, host) WHERE id = $3")
             .bind(to_json(settings))
             .bind(host)
@@ -191,12 +198,7 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
-            .map(|row| {
-                Ok(CallerNumber {
-                    number: row.try_get("number")?,
-                    active: flag(row.try_get("active")?),
-                })
-            })
+            .map(|row| Ok(CallerNumber { number: row.try_get("number")?, active: flag(row.try_get("active")?) }))
             .collect()
     }
 
@@ -242,15 +244,17 @@ impl Store {
 
     /// The project provisioned for an end user, created on first use. Race-safe: concurrent
     /// callers for the same end user all get the one project.
-    pub async fn end_user_project(&self, workspace_id: &str, external_user_id: &str, now_us: i64) -> StoreResult<ProjectRow> {
+    pub async fn end_user_project(
+        &self,
+        workspace_id: &str,
+        external_user_id: &str,
+        now_us: i64,
+    ) -> StoreResult<ProjectRow> {
         let select = format!(
             "SELECT {PROJECT_COLUMNS} FROM projects WHERE workspace_id = $1 AND kind = 'end_user' AND external_user_id = $2"
         );
-        if let Some(row) = sqlx::query(&select)
-            .bind(workspace_id)
-            .bind(external_user_id)
-            .fetch_optional(&self.pool)
-            .await?
+        if let Some(row) =
+            sqlx::query(&select).bind(workspace_id).bind(external_user_id).fetch_optional(&self.pool).await?
         {
             return project_from_row(&row);
         }
@@ -265,11 +269,7 @@ impl Store {
         .bind(now_us)
         .execute(&self.pool)
         .await?;
-        let row = sqlx::query(&select)
-            .bind(workspace_id)
-            .bind(external_user_id)
-            .fetch_one(&self.pool)
-            .await?;
+        let row = sqlx::query(&select).bind(workspace_id).bind(external_user_id).fetch_one(&self.pool).await?;
         project_from_row(&row)
     }
 

@@ -62,9 +62,11 @@ async fn workspaces_have_unique_slugs_and_a_default_project(store: Store) {
 
 async fn settings_round_trip_and_phone_lists(store: Store) {
     let (ws, _) = workspace(&store, "acme").await;
-    let mut settings = WorkspaceSettings::default();
-    settings.max_concurrent_sessions = Some(3);
-    settings.entitled_providers = Some(vec!["provider_a".into()]);
+    let mut settings = WorkspaceSettings {
+        max_concurrent_sessions: Some(3),
+        entitled_providers: Some(vec!["provider_a".into()]),
+        ..WorkspaceSettings::default()
+    };
     settings.consents.video = true;
     store.update_workspace(&ws, &settings, Some("voice.acme.test")).await.expect("update");
     let row = store.workspace_by_id(&ws).await.expect("read back");
@@ -141,13 +143,13 @@ async fn user_tokens_and_users(store: Store) {
     let roles = vec!["recordings-admin".to_owned()];
     let caps = vec!["recordings".to_owned()];
     let user = store.create_user(&ws, "ann@acme.test", &roles, &caps, T0).await.expect("user");
-    assert!(matches!(
-        store.create_user(&ws, "ann@acme.test", &[], &[], T0).await,
-        Err(StoreError::Conflict(_))
-    ));
+    assert!(matches!(store.create_user(&ws, "ann@acme.test", &[], &[], T0).await, Err(StoreError::Conflict(_))));
     assert_eq!(store.user_by_email(&ws, "ann@acme.test").await.expect("by email"), user);
     let token = store
-        .insert_user_token(&NewToken { kind: TokenKind::UserAccess, workspace_id: &ws, user_id: &user.id, actor_user_id: None }, T0)
+        .insert_user_token(
+            &NewToken { kind: TokenKind::UserAccess, workspace_id: &ws, user_id: &user.id, actor_user_id: None },
+            T0,
+        )
         .await
         .expect("token");
     assert_eq!(token.kind, TokenKind::UserAccess);
@@ -184,7 +186,8 @@ async fn sessions_are_project_scoped_and_paged_newest_first(store: Store) {
     store.insert_session(&live_session("foreign", &ws, &other.id, T0 + 999_999)).await.expect("insert");
     assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 26);
 
-    let page1 = store.list_sessions(SessionFilter { project_id: &project, before_us: None, limit: 10 }).await.expect("page 1");
+    let page1 =
+        store.list_sessions(SessionFilter { project_id: &project, before_us: None, limit: 10 }).await.expect("page 1");
     assert_eq!(page1.len(), 10);
     assert_eq!(page1[0].id, ids[24]);
     let page2 = store
@@ -215,7 +218,10 @@ async fn paging_never_splits_a_group_of_equal_start_times(store: Store) {
     let mut seen = Vec::new();
     let mut before = None;
     loop {
-        let page = store.list_sessions(SessionFilter { project_id: &project, before_us: before, limit: 7 }).await.expect("page");
+        let page = store
+            .list_sessions(SessionFilter { project_id: &project, before_us: before, limit: 7 })
+            .await
+            .expect("page");
         if page.is_empty() {
             break;
         }
@@ -226,7 +232,10 @@ async fn paging_never_splits_a_group_of_equal_start_times(store: Store) {
     assert_eq!(seen.len(), 12, "no session skipped or repeated: {seen:?}");
 
     // A group larger than a page comes back whole.
-    let page = store.list_sessions(SessionFilter { project_id: &project, before_us: Some(T0 + 60), limit: 2 }).await.expect("page");
+    let page = store
+        .list_sessions(SessionFilter { project_id: &project, before_us: Some(T0 + 60), limit: 2 })
+        .await
+        .expect("page");
     assert_eq!(page.len(), 4);
     assert!(page.iter().all(|s| s.started_us == T0 + 50));
 }
@@ -234,10 +243,20 @@ async fn paging_never_splits_a_group_of_equal_start_times(store: Store) {
 async fn import_is_atomic_and_delete_removes_everything(store: Store) {
     let (ws, project) = workspace(&store, "acme").await;
     let turns: Vec<NewTurn> = (0..1203)
-        .map(|i| NewTurn { ts_us: T0 + i, role: if i % 2 == 0 { "user" } else { "assistant" }, text: format!("turn {i}") })
+        .map(|i| NewTurn {
+            ts_us: T0 + i,
+            role: if i % 2 == 0 { "user" } else { "assistant" },
+            text: format!("turn {i}"),
+        })
         .collect();
-    let events = vec![NewTimelineEvent { ts_us: T0, kind: "session.imported".into(), data: serde_json::json!({"turns": 1203}) }];
-    let artifact = ArtifactRecord { kind: "audio".into(), path: "recordings/x.wav".into(), content_type: "audio/wav".into(), bytes: 44 };
+    let events =
+        vec![NewTimelineEvent { ts_us: T0, kind: "session.imported".into(), data: serde_json::json!({"turns": 1203}) }];
+    let artifact = ArtifactRecord {
+        kind: "audio".into(),
+        path: "recordings/x.wav".into(),
+        content_type: "audio/wav".into(),
+        bytes: 44,
+    };
     let mut session = live_session("imp", &ws, &project, T0);
     session.source = "import";
     session.status = "completed";
@@ -268,7 +287,8 @@ async fn finishing_a_session_records_usage(store: Store) {
     store.insert_session(&live_session("s1", &ws, &project, T0)).await.expect("insert");
     store.insert_session(&live_session("s2", &ws, &project, T0)).await.expect("insert");
     let tokens = UsageTokens { input_tokens: 10, output_tokens: 5, total_tokens: 15, ..UsageTokens::default() };
-    let usage = UsageRecord { turn_count: 3, user_speaking_ms: 1500, agent_speaking_ms: 2500, tokens: Some(tokens.clone()) };
+    let usage =
+        UsageRecord { turn_count: 3, user_speaking_ms: 1500, agent_speaking_ms: 2500, tokens: Some(tokens.clone()) };
     assert!(store.finish_session("s1", "completed", T0 + 60_000_000, Some(&usage)).await.expect("finish"));
     assert!(!store.finish_session("s1", "error", T0 + 70_000_000, None).await.expect("only once"));
     assert!(store.finish_session("s2", "error", T0 + 1, None).await.expect("finish abnormally"));

@@ -188,10 +188,8 @@ mod tests {
     /// The table is part of the public contract: changing a row must be a deliberate edit here.
     #[test]
     fn code_table_snapshot() {
-        let rendered: Vec<String> = ErrorCode::TABLE
-            .iter()
-            .map(|(_, wire, status, _)| format!("{status} {wire}"))
-            .collect();
+        let rendered: Vec<String> =
+            ErrorCode::TABLE.iter().map(|(_, wire, status, _)| format!("{status} {wire}")).collect();
         assert_eq!(
             rendered.join("\n"),
             "400 sdk_unsupported

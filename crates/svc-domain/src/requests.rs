@@ -1,0 +1,386 @@
+//! Parsed bodies of the control-plane routes: token mint, support requests, catalog agents.
+
+use serde_json::Value;
+use svc_wire::ValidationIssue;
+use svc_wire::rest::AgentConfig;
+
+use crate::limits::{
+    AGENT_NAME_MAX_CHARS, CATALOG_TOOLS_MAX, EXTERNAL_USER_ID_MAX_CHARS, GREETING_MAX_CHARS, HOOKS_MAX,
+    INSTRUCTIONS_MAX_CHARS, SPEAKING_STYLE_MAX_CHARS, SUPPORT_MESSAGE_MAX_CHARS, SUPPORT_SUBJECT_MAX_CHARS,
+    TOKEN_TTL_DEFAULT_SECONDS, TOKEN_TTL_MAX_SECONDS, TOKEN_TTL_MIN_SECONDS,
+};
+use crate::parse::{Fields, Issues, body, index, key};
+use crate::{Scope, ScopeSet};
+
+/// A valid `POST /auth/token` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MintTokenParams {
+    /// The end user.
+    pub external_user_id: String,
+    /// Lifetime in seconds.
+    pub ttl_seconds: i64,
+    /// The token's scopes: `realtime:start` plus the requested extras.
+    pub scopes: ScopeSet,
+}
+
+impl MintTokenParams {
+    /// Parses the body, collecting every problem.
+    pub fn parse(value: &Value) -> Result<Self, Vec<ValidationIssue>> {
+        let mut issues = Issues::default();
+        let Some(mut fields) = Fields::of(value, &body(), &mut issues) else {
+            return Err(issues.into_vec());
+        };
+        let external_user_id = fields.required_string("external_user_id", EXTERNAL_USER_ID_MAX_CHARS, &mut issues);
+        let ttl_seconds =
+            fields.optional_integer("ttl_seconds", TOKEN_TTL_MIN_SECONDS, TOKEN_TTL_MAX_SECONDS, &mut issues);
+        let mut scopes = vec![Scope::RealtimeStart];
+        if let Some(items) = fields.optional_array("scopes", &mut issues) {
+            let loc = fields.loc_of("scopes");
+            for (position, item) in items.iter().enumerate() {
+                let item_loc = index(&loc, position);
+                match item.as_str().map(str::parse::<Scope>) {
+                    None => issues.push(&item_loc, "string_type", "Input should be a valid string"),
+                    Some(Ok(scope)) if scope == Scope::RealtimeStart || Scope::MINTABLE_EXTRAS.contains(&scope) => {
+                        scopes.push(scope)
+                    }
+                    Some(Ok(_)) => issues.push(
+                        &item_loc,
+                        "scope_not_mintable",
+                        "A minted token may only add realtime:read, realtime:delete, connectors:read or connectors:write",
+                    ),
+                    Some(Err(_)) => issues.push(&item_loc, "enum", "Input should be a known scope"),
+                }
+            }
+        }
+        fields.deny_unknown(&mut issues);
+        issues.finish(|| MintTokenParams {
+            external_user_id: external_user_id.unwrap_or_default().to_owned(),
+            ttl_seconds: ttl_seconds.unwrap_or(TOKEN_TTL_DEFAULT_SECONDS),
+            scopes: ScopeSet::new(scopes),
+        })
+    }
+}
+
+/// A valid `POST /support/requests` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupportRequestParams {
+    /// What happened.
+    pub message: String,
+    /// Summary.
+    pub subject: Option<String>,
+    /// The session it concerns (a UUID; its project is checked by the route).
+    pub session_id: Option<String>,
+    /// Where to answer.
+    pub contact_email: Option<String>,
+    /// Client diagnostics.
+    pub diagnostics: Option<Value>,
+}
+
+/// Largest serialized `diagnostics` object of a support request.
+pub const SUPPORT_DIAGNOSTICS_MAX_BYTES: usize = 64 * 1024;
+
+impl SupportRequestParams {
+    /// Parses the body, collecting every problem.
+    pub fn parse(value: &Value) -> Result<Self, Vec<ValidationIssue>> {
+        let mut issues = Issues::default();
+        let Some(mut fields) = Fields::of(value, &body(), &mut issues) else {
+            return Err(issues.into_vec());
+        };
+        let message = fields.required_string("message", SUPPORT_MESSAGE_MAX_CHARS, &mut issues);
+        let subject = fields.optional_string("subject", SUPPORT_SUBJECT_MAX_CHARS, &mut issues);
+        let session_id = fields.optional_string("session_id", 36, &mut issues);
+        if session_id.is_some_and(|id| !is_uuid(id)) {
+            issues.push(&fields.loc_of("session_id"), "uuid_parsing", "Input should be a valid UUID");
+        }
+        let contact_email = fields.optional_string("contact_email", 320, &mut issues);
+        if contact_email.is_some_and(|email| !looks_like_email(email)) {
+            issues.push(&fields.loc_of("contact_email"), "value_error", "Input should be an email address");
+        }
+        let diagnostics = match fields.raw("diagnostics") {
+            None | Some(Value::Null) => None,
+            Some(value @ Value::Object(_)) => {
+                if value.to_string().len() > SUPPORT_DIAGNOSTICS_MAX_BYTES {
+                    issues.push(&fields.loc_of("diagnostics"), "too_long", "Diagnostics should be at most 64 KiB");
+                }
+                Some(value.clone())
+            }
+            Some(_) => {
+                issues.push(&fields.loc_of("diagnostics"), "object_type", "Input should be an object");
+                None
+            }
+        };
+        fields.deny_unknown(&mut issues);
+        issues.finish(|| SupportRequestParams {
+            message: message.unwrap_or_default().to_owned(),
+            subject: subject.map(str::to_owned),
+            session_id: session_id.map(|id| id.to_ascii_lowercase()),
+            contact_email: contact_email.map(str::to_owned),
+            diagnostics,
+        })
+    }
+}
+
+/// Whether `text` is a hyphenated UUID.
+pub fn is_uuid(text: &str) -> bool {
+    text.len() == 36
+        && text.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+fn looks_like_email(text: &str) -> bool {
+    text.split_once('@')
+        .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.') && !text.contains(char::is_whitespace))
+}
+
+/// Whether `name` is a valid catalog agent handle: `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars.
+pub fn is_agent_handle(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let edge = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= AGENT_NAME_MAX_CHARS
+        && bytes.first().copied().is_some_and(edge)
+        && bytes.last().copied().is_some_and(edge)
+        && bytes.iter().all(|&b| edge(b) || b == b'-')
+}
+
+/// Largest agent description, in characters.
+pub const AGENT_DESCRIPTION_MAX_CHARS: usize = 2000;
+
+/// A valid stored-agent write (`POST /agents`, `PATCH /agents/{name}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentParams {
+    /// Handle (create only).
+    pub name: Option<String>,
+    /// Description: `None` = unchanged (patch), `Some(None)` = cleared.
+    pub description: Option<Option<String>>,
+    /// Configuration: `None` = unchanged (patch).
+    pub config: Option<AgentConfig>,
+}
+
+impl AgentParams {
+    /// Parses a create body (`name` required, `config` defaults to empty).
+    pub fn parse_create(value: &Value) -> Result<Self, Vec<ValidationIssue>> {
+        Self::parse(value, true)
+    }
+
+    /// Parses a patch body (no `name`; absent fields stay as stored).
+    pub fn parse_update(value: &Value) -> Result<Self, Vec<ValidationIssue>> {
+        Self::parse(value, false)
+    }
+
+    fn parse(value: &Value, create: bool) -> Result<Self, Vec<ValidationIssue>> {
+        let mut issues = Issues::default();
+        let Some(mut fields) = Fields::of(value, &body(), &mut issues) else {
+            return Err(issues.into_vec());
+        };
+        let name = if create {
+            let name = fields.required_string("name", AGENT_NAME_MAX_CHARS, &mut issues);
+            if name.is_some_and(|name| !is_agent_handle(name)) {
+                issues.push(
+                    &fields.loc_of("name"),
+                    "string_pattern_mismatch",
+                    "String should match pattern '^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$'",
+                );
+            }
+            name.map(str::to_owned)
+        } else {
+            None
+        };
+        let description = match fields.raw("description") {
+            None => None,
+            Some(Value::Null) => Some(None),
+            Some(_) => fields
+                .optional_string("description", AGENT_DESCRIPTION_MAX_CHARS, &mut issues)
+                .map(|text| Some(text.to_owned())),
+        };
+        let config = match fields.raw("config") {
+            None if create => Some(AgentConfig::default()),
+            None => None,
+            Some(value) => parse_agent_config(value, &fields.loc_of("config"), &mut issues),
+        };
+        fields.deny_unknown(&mut issues);
+        issues.finish(|| AgentParams { name, description, config })
+    }
+}
+
+/// Checks the bounds of a stored agent configuration that hold regardless of model resolution.
+fn parse_agent_config(value: &Value, loc: &svc_wire::Loc, issues: &mut Issues) -> Option<AgentConfig> {
+    let mut fields = Fields::of(value, loc, issues)?;
+    fields.optional_string("instructions", INSTRUCTIONS_MAX_CHARS, issues);
+    fields.optional_string("greeting", GREETING_MAX_CHARS, issues);
+    match fields.raw("model") {
+        None | Some(Value::Null | Value::String(_) | Value::Object(_)) => {}
+        Some(_) => {
+            issues.push(&fields.loc_of("model"), "model_type", "Input should be a model string or provider object")
+        }
+    }
+    if let Some(voice) = fields.raw("voice").filter(|v| !v.is_null())
+        && let Some(mut voice_fields) = Fields::of(voice, &fields.loc_of("voice"), issues)
+    {
+        voice_fields.optional_string("name", 200, issues);
+        voice_fields.optional_string("speaking_style", SPEAKING_STYLE_MAX_CHARS, issues);
+        voice_fields.deny_unknown(issues);
+    }
+    if let Some(audio) = fields.raw("audio").filter(|v| !v.is_null()) {
+        Fields::of(audio, &fields.loc_of("audio"), issues);
+    }
+    if let Some(tools) = fields.optional_array("tools", issues) {
+        if tools.len() > CATALOG_TOOLS_MAX {
+            issues.push(
+                &fields.loc_of("tools"),
+                "too_long",
+                format!("List should have at most {CATALOG_TOOLS_MAX} items"),
+            );
+        }
+        for (position, tool) in tools.iter().enumerate() {
+            if !tool.get("kind").is_some_and(Value::is_string) {
+                issues.push(&key(&index(&fields.loc_of("tools"), position), "kind"), "missing", "Field required");
+            }
+        }
+    }
+    if let Some(level) = fields.raw("interruption_sensitivity").filter(|v| !v.is_null())
+        && !matches!(level.as_str(), Some("low" | "default" | "high"))
+    {
+        issues.push(&fields.loc_of("interruption_sensitivity"), "enum", "Input should be 'low', 'default' or 'high'");
+    }
+    if let Some(hooks) = fields.optional_array("hooks", issues)
+        && hooks.len() > HOOKS_MAX
+    {
+        issues.push(&fields.loc_of("hooks"), "too_long", format!("List should have at most {HOOKS_MAX} items"));
+    }
+    fields.deny_unknown(issues);
+    // The shape checks above passed for every field serde will see, so this decode only fails on
+    // a problem already recorded.
+    serde_json::from_value(value.clone()).ok()
+}
+
+/// Fills `{{key}}` placeholders of `template` from `inputs`; unknown keys are left as written.
+pub fn substitute_placeholders(template: &str, inputs: &std::collections::BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                let name = after[..end].trim();
+                match inputs.get(name) {
+                    Some(value) => out.push_str(value),
+                    None => out.push_str(&rest[start..start + 2 + end + 2]),
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kinds(issues: &[ValidationIssue]) -> Vec<&str> {
+        issues.iter().map(|i| i.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn mint_defaults_to_a_day_and_realtime_start() {
+        let params = MintTokenParams::parse(&json!({"external_user_id": "u-1"})).expect("valid");
+        assert_eq!(params.ttl_seconds, 86_400);
+        assert_eq!(params.scopes.wire_strings(), ["realtime:start"]);
+    }
+
+    #[test]
+    fn mint_accepts_only_the_mintable_extras() {
+        let params = MintTokenParams::parse(
+            &json!({"external_user_id": "u", "ttl_seconds": 60, "scopes": ["realtime:read", "connectors:write"]}),
+        )
+        .expect("valid");
+        assert_eq!(params.scopes.wire_strings(), ["realtime:start", "realtime:read", "connectors:write"]);
+        let issues = MintTokenParams::parse(
+            &json!({"external_user_id": "", "ttl_seconds": 59, "scopes": ["resources:read", "user_tokens:mint", "nope", 3], "x": 1}),
+        )
+        .expect_err("invalid");
+        assert_eq!(
+            kinds(&issues),
+            [
+                "string_too_short",
+                "range",
+                "scope_not_mintable",
+                "scope_not_mintable",
+                "enum",
+                "string_type",
+                "extra_forbidden"
+            ]
+        );
+        assert_eq!(serde_json::to_value(&issues[4].loc).expect("loc"), json!(["body", "scopes", 2]));
+        assert_eq!(
+            kinds(&MintTokenParams::parse(&json!({"ttl_seconds": 86401})).expect_err("x")),
+            ["missing", "range"]
+        );
+        assert_eq!(kinds(&MintTokenParams::parse(&json!([1])).expect_err("x")), ["object_type"]);
+    }
+
+    #[test]
+    fn support_requests_validate_every_field() {
+        let ok = SupportRequestParams::parse(
+            &json!({"message": "no audio", "session_id": "0196A3B4-0000-7000-8000-000000000000"}),
+        )
+        .expect("valid");
+        assert_eq!(ok.session_id.as_deref(), Some("0196a3b4-0000-7000-8000-000000000000"));
+        let issues = SupportRequestParams::parse(
+            &json!({"session_id": "nope", "contact_email": "not-an-email", "diagnostics": [1]}),
+        )
+        .expect_err("invalid");
+        assert_eq!(kinds(&issues), ["missing", "uuid_parsing", "value_error", "object_type"]);
+    }
+
+    #[test]
+    fn agent_handles() {
+        for good in ["a", "front-desk", "a1-b2", &"x".repeat(100)] {
+            assert!(is_agent_handle(good), "{good}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", "a b", &"x".repeat(101)] {
+            assert!(!is_agent_handle(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn agent_bodies_collect_problems() {
+        let created = AgentParams::parse_create(
+            &json!({"name": "desk", "config": {"instructions": "hi", "tools": [{"kind": "end_call"}]}}),
+        )
+        .expect("valid");
+        assert_eq!(created.config.and_then(|c| c.instructions).as_deref(), Some("hi"));
+        let issues = AgentParams::parse_create(&json!({
+            "name": "Bad_Name",
+            "config": {"greeting": "g".repeat(4001), "interruption_sensitivity": "max", "tools": [{}], "bogus": 1,
+                       "voice": {"speaking_style": "s".repeat(8193)}}
+        }))
+        .expect_err("invalid");
+        assert_eq!(
+            kinds(&issues),
+            ["string_pattern_mismatch", "string_too_long", "string_too_long", "missing", "enum", "extra_forbidden"]
+        );
+        let patch = AgentParams::parse_update(&json!({"description": null})).expect("valid patch");
+        assert_eq!((patch.description, patch.config), (Some(None), None));
+        assert_eq!(kinds(&AgentParams::parse_update(&json!({"name": "x"})).expect_err("x")), ["extra_forbidden"]);
+    }
+
+    #[test]
+    fn placeholders() {
+        let inputs = [("name".to_owned(), "Ada".to_owned())].into_iter().collect();
+        assert_eq!(
+            substitute_placeholders("Hi {{name}}, {{ name }}! {{other}} {{", &inputs),
+            "Hi Ada, Ada! {{other}} {{"
+        );
+    }
+}

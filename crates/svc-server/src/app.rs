@@ -1,0 +1,71 @@
+//! Shared state of the HTTP server: the store, the configuration, signing keys, metrics.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use svc_store::Store;
+
+use crate::auth::jwt::{self, JwtKeys};
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// Name of the persisted JWT signing secret in the store.
+const JWT_SECRET_NAME: &str = "jwt_hs256_v1";
+
+/// State every handler sees.
+#[derive(Debug)]
+pub struct AppState {
+    /// The store.
+    pub store: Store,
+    /// Validated configuration.
+    pub config: Config,
+    /// JWT keys.
+    pub jwt: JwtKeys,
+    /// Metrics.
+    pub metrics: Metrics,
+}
+
+/// Cheap handle on the state.
+pub type App = Arc<AppState>;
+
+impl AppState {
+    /// Opens the store (running migrations) and loads or creates the JWT signing key.
+    pub async fn open(config: Config) -> anyhow::Result<App> {
+        let store = Store::connect(&config.database.url())
+            .await
+            .with_context(|| format!("opening the database at {}", svc_store::redact_url(&config.database.url())))?;
+        Self::with_store(config, store).await
+    }
+
+    /// Builds the state over an open store.
+    pub async fn with_store(config: Config, store: Store) -> anyhow::Result<App> {
+        let secret = match &config.jwt_secret {
+            Some(secret) => secret.clone(),
+            // Kept in the database, not the data directory, so every API node of a Postgres
+            // deployment signs and verifies with the same key.
+            None => store
+                .get_or_insert_secret(JWT_SECRET_NAME, &jwt::random_secret(), now_us())
+                .await
+                .context("loading the JWT signing key")?,
+        };
+        Ok(Arc::new(AppState { jwt: JwtKeys::new(secret.as_bytes()), store, config, metrics: Metrics::new() }))
+    }
+}
+
+/// Now, in microseconds since the epoch.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Microseconds to float epoch seconds.
+pub fn us_to_seconds(us: i64) -> f64 {
+    us as f64 / 1_000_000.0
+}
+
+/// Float epoch seconds to microseconds (rounded, so a value read back from JSON maps to the same
+/// stored instant).
+pub fn seconds_to_us(seconds: f64) -> i64 {
+    (seconds * 1_000_000.0).round() as i64
+}

@@ -1,0 +1,367 @@
+//! The one typed configuration of `svc`: command-line flags, each with an `SVC_*` environment
+//! twin, over an optional TOML file, over embedded defaults. Validated before any port is bound;
+//! [`ConfigError`] makes `main` exit with code 64 (`EX_USAGE`).
+//!
+//! Precedence, highest first: flag, environment variable, TOML file (`--config` / `SVC_CONFIG`),
+//! default. The admin CLI reads the same configuration, so with the same flags or environment it
+//! opens the same database as `svc serve`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+use svc_domain::Host;
+use url::Url;
+
+/// Configuration sources as given (every field optional so layers can be merged).
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigArgs {
+    /// TOML file with any of these settings (keys spelled like the flags, with underscores).
+    #[arg(long, global = true, env = "SVC_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Address the HTTP API listens on [default: 127.0.0.1:8080].
+    #[arg(long, global = true, env = "SVC_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Directory for the SQLite database, secrets and recordings [default: ./svc-data].
+    #[arg(long, global = true, env = "SVC_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// `postgres://…` to use Postgres instead of SQLite in the data directory.
+    #[arg(long, global = true, env = "SVC_DATABASE_URL", value_name = "URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// URL clients use to reach this server [default: http://<listen>]; its host is the default
+    /// host new workspaces are bound to.
+    #[arg(long, global = true, env = "SVC_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+    /// HS256 key for the JWTs svc issues (at least 32 bytes). When absent, a random key is
+    /// generated on first start and kept in the database.
+    #[arg(long, global = true, env = "SVC_JWT_SECRET", value_name = "SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// Log output format.
+    #[arg(long, global = true, env = "SVC_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Log filter in `tracing` syntax [default: info].
+    #[arg(long, global = true, env = "SVC_LOG", value_name = "FILTER")]
+    pub log: Option<String>,
+    /// Seconds `svc serve` waits for in-flight requests after SIGINT/SIGTERM [default: 10].
+    #[arg(long, global = true, env = "SVC_SHUTDOWN_GRACE_SECONDS", value_name = "SECONDS")]
+    pub shutdown_grace_seconds: Option<u64>,
+    /// Provider alias whose availability `verify` reports as `realtime_voice_available`
+    /// [default: provider_a].
+    #[arg(long, global = true, env = "SVC_DEFAULT_PROVIDER", value_name = "ALIAS")]
+    pub default_provider: Option<String>,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where the store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// SQLite file at this path.
+    Sqlite(PathBuf),
+    /// Postgres at this URL.
+    Postgres(String),
+}
+
+impl Database {
+    /// Parses a `postgres://…` or `sqlite://PATH` URL.
+    pub fn parse(url: &str) -> Result<Database, String> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Url::parse(url).map_err(|error| error.to_string())?;
+            Ok(Database::Postgres(url.to_owned()))
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            let path = rest.trim_start_matches("//");
+            let path = path.split('?').next().unwrap_or(path);
+            if path.is_empty() || path == ":memory:" {
+                return Err("an SQLite URL must name a file".to_owned());
+            }
+            Ok(Database::Sqlite(PathBuf::from(path)))
+        } else {
+            Err(format!("`{}` is neither postgres:// nor sqlite://", svc_store::redact_url(url)))
+        }
+    }
+
+    /// The sqlx URL.
+    pub fn url(&self) -> String {
+        match self {
+            Database::Sqlite(path) => svc_store::Store::sqlite_url(path),
+            Database::Postgres(url) => url.clone(),
+        }
+    }
+}
+
+/// Which upstream providers have credentials, read from the ecosystem's own variables
+/// (`OPENAI_API_KEY`, `GEMINI_API_KEY` or `GOOGLE_API_KEY`, `XAI_API_KEY`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProviderKeys {
+    /// OpenAI (provider_b, provider_b_mini, provider_b_live).
+    pub openai: bool,
+    /// Google Gemini (provider_a).
+    pub gemini: bool,
+    /// xAI (provider_c).
+    pub xai: bool,
+}
+
+impl ProviderKeys {
+    /// Reads the variables from the process environment.
+    pub fn from_env() -> Self {
+        let set = |name: &str| std::env::var(name).is_ok_and(|value| !value.trim().is_empty());
+        ProviderKeys {
+            openai: set("OPENAI_API_KEY"),
+            gemini: set("GEMINI_API_KEY") || set("GOOGLE_API_KEY"),
+            xai: set("XAI_API_KEY"),
+        }
+    }
+
+    /// Whether the provider behind `alias` is configured.
+    pub fn has(&self, alias: &str) -> bool {
+        match alias {
+            "provider_a" => self.gemini,
+            "provider_b" | "provider_b_mini" | "provider_b_live" => self.openai,
+            "provider_c" => self.xai,
+            _ => false,
+        }
+    }
+}
+
+/// Provider aliases of the contract.
+pub const PROVIDER_ALIASES: [&str; 5] =
+    ["provider_a", "provider_b", "provider_b_mini", "provider_b_live", "provider_c"];
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// HTTP listen address.
+    pub listen: SocketAddr,
+    /// Data directory (exists after validation).
+    pub data_dir: PathBuf,
+    /// Store location.
+    pub database: Database,
+    /// Public base URL.
+    pub public_url: Url,
+    /// Host new workspaces are bound to by default (the public URL's host).
+    pub default_host: Host,
+    /// Configured JWT key, if any.
+    pub jwt_secret: Option<String>,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Log filter.
+    pub log_filter: String,
+    /// Shutdown grace period.
+    pub shutdown_grace: Duration,
+    /// Default provider alias.
+    pub default_provider: String,
+    /// Provider credentials present.
+    pub provider_keys: ProviderKeys,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The TOML file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML file is not valid.
+    #[error("invalid config file {path}: {message}")]
+    ParseFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A setting has an invalid value.
+    #[error("invalid {setting}: {message}")]
+    Invalid {
+        /// The setting's flag name.
+        setting: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { setting, message: message.into() }
+}
+
+impl ConfigArgs {
+    /// Merges in the TOML file (if any) under these values and validates the result.
+    pub fn resolve(&self) -> Result<Config, ConfigError> {
+        let file = match &self.config {
+            Some(path) => load_file(path)?,
+            None => ConfigArgs::default(),
+        };
+        let merged = ConfigArgs {
+            config: self.config.clone(),
+            listen: self.listen.clone().or(file.listen),
+            data_dir: self.data_dir.clone().or(file.data_dir),
+            database_url: self.database_url.clone().or(file.database_url),
+            public_url: self.public_url.clone().or(file.public_url),
+            jwt_secret: self.jwt_secret.clone().or(file.jwt_secret),
+            log_format: self.log_format.or(file.log_format),
+            log: self.log.clone().or(file.log),
+            shutdown_grace_seconds: self.shutdown_grace_seconds.or(file.shutdown_grace_seconds),
+            default_provider: self.default_provider.clone().or(file.default_provider),
+        };
+        merged.validate(ProviderKeys::from_env())
+    }
+
+    fn validate(self, provider_keys: ProviderKeys) -> Result<Config, ConfigError> {
+        let listen_text = self.listen.unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+        let listen: SocketAddr = listen_text
+            .parse()
+            .map_err(|_| invalid("--listen", format!("`{listen_text}` is not an address like 127.0.0.1:8080")))?;
+        let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from("./svc-data"));
+        let database = match self.database_url.filter(|url| !url.trim().is_empty()) {
+            None => Database::Sqlite(data_dir.join("svc.db")),
+            Some(url) => Database::parse(&url).map_err(|message| invalid("--database-url", message))?,
+        };
+        let public_url_text = self.public_url.unwrap_or_else(|| {
+            let host = if listen.ip().is_unspecified() { "localhost".to_owned() } else { listen.ip().to_string() };
+            let host = if listen.is_ipv6() && host != "localhost" { format!("[{host}]") } else { host };
+            format!("http://{host}:{}", listen.port())
+        });
+        let public_url = Url::parse(&public_url_text)
+            .map_err(|error| invalid("--public-url", format!("`{public_url_text}`: {error}")))?;
+        if !matches!(public_url.scheme(), "http" | "https") {
+            return Err(invalid("--public-url", "the scheme must be http or https"));
+        }
+        let default_host = public_url
+            .host_str()
+            .ok_or_else(|| invalid("--public-url", "the URL has no host"))
+            .and_then(|host| Host::parse(host).map_err(|error| invalid("--public-url", error.to_string())))?;
+        if self.jwt_secret.as_ref().is_some_and(|secret| secret.len() < 32) {
+            return Err(invalid("--jwt-secret", "the key must be at least 32 bytes"));
+        }
+        let log_filter = self.log.unwrap_or_else(|| "info".to_owned());
+        tracing_subscriber::EnvFilter::try_new(&log_filter).map_err(|error| invalid("--log", error.to_string()))?;
+        let default_provider = self.default_provider.unwrap_or_else(|| "provider_a".to_owned());
+        if !PROVIDER_ALIASES.contains(&default_provider.as_str()) {
+            return Err(invalid("--default-provider", format!("must be one of {}", PROVIDER_ALIASES.join(", "))));
+        }
+        Ok(Config {
+            listen,
+            data_dir,
+            database,
+            public_url,
+            default_host,
+            jwt_secret: self.jwt_secret,
+            log_format: self.log_format.unwrap_or_default(),
+            log_filter,
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_seconds.unwrap_or(10)),
+            default_provider,
+            provider_keys,
+        })
+    }
+}
+
+fn load_file(path: &Path) -> Result<ConfigArgs, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile { path: path.to_owned(), source })?;
+    toml::from_str(&text).map_err(|error| ConfigError::ParseFile { path: path.to_owned(), message: error.to_string() })
+}
+
+impl Config {
+    /// Creates the data directory and its subdirectories; a directory that cannot be created is
+    /// a configuration error, reported before any port is bound.
+    pub fn prepare_data_dir(&self) -> Result<(), ConfigError> {
+        for dir in [self.data_dir.clone(), self.recordings_dir(), self.spool_dir()] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|error| invalid("--data-dir", format!("cannot create {}: {error}", dir.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Where session recordings are kept.
+    pub fn recordings_dir(&self) -> PathBuf {
+        self.data_dir.join("recordings")
+    }
+
+    /// Where request bodies are spooled while they stream in.
+    pub fn spool_dir(&self) -> PathBuf {
+        self.data_dir.join("tmp")
+    }
+
+    /// A configuration for tests: SQLite or Postgres at `database`, data in `data_dir`.
+    pub fn for_tests(data_dir: &Path, database: Database) -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: data_dir.to_owned(),
+            database,
+            public_url: Url::parse("http://localhost:8080").unwrap_or_else(|_| unreachable!("static URL")),
+            default_host: Host::parse("localhost").unwrap_or_else(|_| unreachable!("static host")),
+            jwt_secret: None,
+            log_format: LogFormat::Pretty,
+            log_filter: "warn".to_owned(),
+            shutdown_grace: Duration::from_secs(1),
+            default_provider: "provider_a".to_owned(),
+            provider_keys: ProviderKeys::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(args: ConfigArgs) -> Result<Config, ConfigError> {
+        args.validate(ProviderKeys::default())
+    }
+
+    #[test]
+    fn defaults() {
+        let config = resolve(ConfigArgs::default()).expect("defaults are valid");
+        assert_eq!(config.listen, "127.0.0.1:8080".parse().expect("addr"));
+        assert_eq!(config.database, Database::Sqlite(PathBuf::from("./svc-data/svc.db")));
+        assert_eq!(config.public_url.as_str(), "http://127.0.0.1:8080/");
+        assert_eq!(config.default_host.as_str(), "localhost");
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        let cases = [
+            ConfigArgs { listen: Some("nope".into()), ..Default::default() },
+            ConfigArgs { database_url: Some("mysql://x".into()), ..Default::default() },
+            ConfigArgs { public_url: Some("ftp://x".into()), ..Default::default() },
+            ConfigArgs { jwt_secret: Some("short".into()), ..Default::default() },
+            ConfigArgs { log: Some("[[[".into()), ..Default::default() },
+            ConfigArgs { default_provider: Some("provider_z".into()), ..Default::default() },
+        ];
+        for args in cases {
+            assert!(matches!(resolve(args.clone()), Err(ConfigError::Invalid { .. })), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("svc.toml");
+        std::fs::write(&file, "listen = \"127.0.0.1:9000\"\npublic_url = \"https://voice.example.com\"\n")
+            .expect("write");
+        let args =
+            ConfigArgs { config: Some(file.clone()), listen: Some("127.0.0.1:9100".into()), ..Default::default() };
+        let config = args.resolve().expect("valid");
+        assert_eq!(config.listen.port(), 9100);
+        assert_eq!(config.default_host.as_str(), "voice.example.com");
+        std::fs::write(&file, "listen = 5\n").expect("write");
+        assert!(matches!(args.resolve(), Err(ConfigError::ParseFile { .. })));
+        std::fs::write(&file, "unknown_key = 1\n").expect("write");
+        assert!(matches!(args.resolve(), Err(ConfigError::ParseFile { .. })));
+    }
+}

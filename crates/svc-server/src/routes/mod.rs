@@ -1,0 +1,193 @@
+//! The HTTP surface: every route under `/api/v1/external`, plus `/healthz` and `/metrics`.
+//!
+//! Routes are registered through `utoipa-axum`, so the OpenAPI document is generated from the
+//! same table that routes requests and cannot drift from it. Handlers are named `verb_resource`
+//! and state their authority requirement in their first lines.
+
+mod agents;
+mod credentials;
+mod import;
+mod projects;
+mod sessions;
+mod support;
+
+use axum::Router;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use serde_json::Value;
+use svc_wire::LocSegment;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::app::App;
+use crate::error::{ApiError, ApiResult};
+
+/// Prefix of every public route.
+pub const API_PREFIX: &str = "/api/v1/external";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "svc external API",
+        description = "Realtime voice agent service: sessions, credentials, history. See docs/API-DESIGN.md.",
+        version = "1"
+    ),
+    modifiers(&BearerAuth),
+    components(schemas(svc_wire::ErrorEnvelope, svc_wire::error::AuthErrorBody, svc_wire::ErrorCode))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An API key (`svc_sk_…`), a minted end-user JWT, or a user access token, per route.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The API routes with their OpenAPI document.
+fn api() -> OpenApiRouter<App> {
+    let external = OpenApiRouter::new()
+        .routes(routes!(credentials::verify_credential))
+        .routes(routes!(credentials::mint_token))
+        .routes(routes!(credentials::revoke_token))
+        .routes(routes!(credentials::whoami))
+        .routes(routes!(sessions::list_sessions))
+        .routes(routes!(sessions::get_capabilities))
+        .routes(routes!(sessions::get_session, sessions::delete_session))
+        .routes(routes!(sessions::get_transcript))
+        .routes(routes!(sessions::get_usage))
+        .routes(routes!(sessions::get_timeline))
+        .routes(routes!(sessions::get_recording))
+        .routes(routes!(support::create_support_request))
+        .routes(routes!(agents::list_agents, agents::create_agent))
+        .routes(routes!(agents::get_agent, agents::update_agent, agents::delete_agent))
+        .routes(routes!(projects::get_default_project))
+        .routes(routes!(projects::prepare_room))
+        .layer(DefaultBodyLimit::max(svc_domain::limits::JSON_BODY_MAX_BYTES));
+    // Import streams its body under its own, larger limit.
+    let import = OpenApiRouter::new().routes(routes!(import::import_session)).layer(DefaultBodyLimit::disable());
+    OpenApiRouter::with_openapi(ApiDoc::openapi()).nest(API_PREFIX, external.merge(import))
+}
+
+/// The OpenAPI document of the API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().split_for_parts().1
+}
+
+/// The whole application router.
+pub fn router(app: App) -> Router {
+    let (api_router, document) = api().split_for_parts();
+    let document_json = serde_json::to_string_pretty(&document).unwrap_or_default();
+    api_router
+        .route(&format!("{API_PREFIX}/openapi.json"), get(move || async move {
+            ([(header::CONTENT_TYPE, "application/json")], document_json.clone())
+        }))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(render_metrics))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::metrics::track))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+            let request_id = request
+                .headers()
+                .get("x-request-id")
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("-");
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request.id = %request_id)
+        }))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .with_state(app)
+}
+
+async fn healthz(State(app): State<App>) -> Response {
+    match app.store.ping().await {
+        Ok(()) => (StatusCode::OK, axum::Json(serde_json::json!({"status": "ok"}))).into_response(),
+        Err(error) => {
+            tracing::warn!(error = %error, "health check: database unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"status": "unavailable"}))).into_response()
+        }
+    }
+}
+
+async fn render_metrics(State(app): State<App>) -> Response {
+    match app.store.count_all_live_sessions().await {
+        Ok(count) => app.metrics.set_live_sessions(count),
+        Err(error) => tracing::warn!(error = %error, "metrics: could not count live sessions"),
+    }
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], app.metrics.render())
+        .into_response()
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!("No route for {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::status(StatusCode::METHOD_NOT_ALLOWED, format!("Method {method} is not allowed on {}", uri.path()))
+}
+
+/// Parses a JSON request body (after authentication, so a bad body never masks a 401 or 403).
+///
+/// Wrong content types, oversized bodies and malformed JSON are all `validation_error`s (the
+/// oversized one with status 413), located at `["body"]` and never echoing the payload.
+pub(crate) fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    empty_is_object: bool,
+) -> ApiResult<Value> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body exceeds {} bytes", svc_domain::limits::JSON_BODY_MAX_BYTES),
+            )
+        } else {
+            ApiError::bad_request("Request body could not be read")
+        }
+    })?;
+    if body.is_empty() && empty_is_object {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if !(mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))) {
+        return Err(ApiError::invalid(
+            vec![LocSegment::Key("header".into()), LocSegment::Key("content-type".into())],
+            "content_type",
+            "Expected a request with Content-Type: application/json",
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|error| {
+        let category = match error.classify() {
+            serde_json::error::Category::Eof => "unexpected end of input",
+            serde_json::error::Category::Syntax => "syntax error",
+            serde_json::error::Category::Data | serde_json::error::Category::Io => "invalid data",
+        };
+        ApiError::invalid(
+            vec![LocSegment::Key("body".into())],
+            "json_invalid",
+            format!("Invalid JSON: {category} at line {} column {}", error.line(), error.column()),
+        )
+    })
+}

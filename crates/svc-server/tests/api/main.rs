@@ -1,0 +1,12 @@
+//! HTTP tests through the real router, each on SQLite and Postgres.
+
+mod common;
+
+mod agents;
+mod auth;
+mod errors;
+mod import;
+mod scopes;
+mod sessions;
+mod support;
+mod tokens;

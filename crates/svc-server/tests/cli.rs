@@ -1,0 +1,287 @@
+//! The `svc` binary end to end: configuration errors, admin commands, and `svc serve` answering
+//! a credential made by the CLI while it runs, then stopping cleanly on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use svc_store::Backend;
+use svc_store::testing::TestDatabase;
+
+fn svc(data_dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args);
+    command
+}
+
+fn run(data_dir: &std::path::Path, args: &[&str]) -> Output {
+    svc(data_dir, args).output().expect("run svc")
+}
+
+#[track_caller]
+fn ok(output: &Output) -> String {
+    assert!(output.status.success(), "exit {:?}: {}", output.status.code(), String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout.clone()).expect("utf-8")
+}
+
+#[test]
+fn bad_configuration_and_usage_exit_64() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [
+        &["--listen", "not-an-address", "workspace", "list"][..],
+        &["--database-url", "mysql://db/x", "serve"],
+        &["--public-url", "ftp://x", "serve"],
+        &["--jwt-secret", "short", "serve"],
+        &["--frobnicate", "serve"],
+        &["key", "create", "--workspace", "acme"],
+    ] {
+        let output = run(dir.path(), args);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let config = dir.path().join("svc.toml");
+    std::fs::write(&config, "listen = 12\n").expect("write");
+    let output = run(dir.path(), &["--config", config.to_str().expect("utf-8"), "workspace", "list"]);
+    assert_eq!(output.status.code(), Some(64));
+    // The environment twin is read too.
+    let output = svc(dir.path(), &["workspace", "list"]).env("SVC_LISTEN", "nope").output().expect("run");
+    assert_eq!(output.status.code(), Some(64));
+    assert_eq!(run(dir.path(), &["--help"]).status.code(), Some(0));
+}
+
+#[test]
+fn admin_commands_manage_workspaces_keys_and_users() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    ok(&run(d, &["workspace", "create", "--slug", "acme", "--name", "Acme Corp"]));
+    assert!(!run(d, &["workspace", "create", "--slug", "acme", "--name", "Again"]).status.success());
+    assert!(!run(d, &["workspace", "create", "--slug", "Bad Slug", "--name", "x"]).status.success());
+    let created: Value = serde_json::from_str(&ok(&run(
+        d,
+        &["--json", "workspace", "create", "--slug", "beta", "--name", "Beta", "--host", "Voice.Beta.example:443"],
+    )))
+    .expect("json");
+    assert_eq!(created["host"], "voice.beta.example");
+
+    ok(&run(
+        d,
+        &[
+            "workspace",
+            "set",
+            "acme",
+            "--max-concurrent-sessions",
+            "3",
+            "--free-minutes",
+            "60",
+            "--credit-balance-cents",
+            "-250",
+            "--entitled-providers",
+            "provider_a,provider_b",
+            "--avatar",
+            "on",
+            "--consent-video",
+            "true",
+            "--phone-calls",
+            "yes",
+            "--dial-minute-limit",
+            "500",
+            "--add-caller-number",
+            "+14155550100",
+            "--add-caller-number",
+            "+14155550101",
+            "--deactivate-caller-number",
+            "+14155550101",
+            "--add-do-not-call",
+            "+15555550123",
+        ],
+    ));
+    let shown: Value = serde_json::from_str(&ok(&run(d, &["--json", "workspace", "show", "acme"]))).expect("json");
+    let settings = &shown["settings"];
+    assert_eq!(settings["max_concurrent_sessions"], 3);
+    assert_eq!(settings["free_minutes_granted"], 60);
+    assert_eq!(settings["credit_balance_cents"], -250);
+    assert_eq!(settings["entitled_providers"], serde_json::json!(["provider_a", "provider_b"]));
+    assert_eq!(settings["avatar_enabled"], true);
+    assert_eq!(settings["consents"]["video"], true);
+    assert_eq!(settings["phone_calls_enabled"], true);
+    assert_eq!(settings["dial_minute_limit"], 500);
+    assert_eq!(
+        shown["caller_numbers"],
+        serde_json::json!([{"number": "+14155550100", "status": "ACTIVE"}, {"number": "+14155550101", "status": "INACTIVE"}])
+    );
+    assert_eq!(shown["do_not_call"], serde_json::json!(["+15555550123"]));
+    ok(&run(d, &["workspace", "set", "acme", "--max-concurrent-sessions", "unlimited"]));
+    let shown: Value = serde_json::from_str(&ok(&run(d, &["--json", "workspace", "show", "acme"]))).expect("json");
+    assert_eq!(shown["settings"]["max_concurrent_sessions"], Value::Null);
+    for bad in [
+        &["--add-caller-number", "4155550100"][..],
+        &["--entitled-providers", "provider_x"],
+        &["--free-minutes", "lots"],
+    ] {
+        let mut args = vec!["workspace", "set", "acme"];
+        args.extend_from_slice(bad);
+        assert!(!run(d, &args).status.success(), "{bad:?}");
+    }
+
+    let plain = ok(&run(d, &["key", "create", "--workspace", "acme", "--scope", "realtime:start"]));
+    assert!(
+        plain.starts_with("svc_sk_") && plain.trim_end().lines().count() == 1,
+        "only the secret on stdout: {plain:?}"
+    );
+    let json: Value = serde_json::from_str(&ok(&run(
+        d,
+        &["--json", "key", "create", "--workspace", "acme", "--scope", "realtime:use", "--scope", "user_tokens:mint"],
+    )))
+    .expect("json");
+    assert_eq!(json.as_object().expect("object").len(), 3);
+    assert!(json["key"].as_str().expect("key").starts_with("svc_sk_"));
+    assert_eq!(json["scopes"][0], "realtime:start");
+    assert!(!run(d, &["key", "create", "--workspace", "acme", "--scope", "realtime:everything"]).status.success());
+    assert!(!run(d, &["key", "create", "--workspace", "nope", "--scope", "realtime:start"]).status.success());
+    let listed = ok(&run(d, &["key", "list", "--workspace", "acme"]));
+    assert_eq!(listed.lines().count(), 2);
+    assert!(!listed.contains(json["key"].as_str().expect("key")), "listings never show secrets");
+    ok(&run(d, &["key", "revoke", "--workspace", "acme", json["id"].as_str().expect("id")]));
+    assert!(!run(d, &["key", "revoke", "--workspace", "acme", json["id"].as_str().expect("id")]).status.success());
+
+    ok(&run(
+        d,
+        &[
+            "user",
+            "create",
+            "--workspace",
+            "acme",
+            "--email",
+            "ann@acme.test",
+            "--role",
+            "agents-admin",
+            "--capability",
+            "recordings",
+        ],
+    ));
+    ok(&run(d, &["user", "create", "--workspace", "acme", "--email", "bob@acme.test"]));
+    let token: Value = serde_json::from_str(&ok(&run(
+        d,
+        &["--json", "user", "token", "--workspace", "acme", "--email", "ann@acme.test"],
+    )))
+    .expect("json");
+    assert_eq!(token["kind"], "user_access");
+    let acts: Value = serde_json::from_str(&ok(&run(
+        d,
+        &["--json", "user", "token", "--workspace", "acme", "--email", "ann@acme.test", "--acts-as", "bob@acme.test"],
+    )))
+    .expect("json");
+    assert_eq!(acts["kind"], "acts_as_user");
+    assert!(!run(d, &["user", "token", "--workspace", "acme", "--email", "nobody@acme.test"]).status.success());
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(data_dir: &std::path::Path, extra: &[&str]) -> Server {
+        let mut args = vec!["--listen", "127.0.0.1:0", "--shutdown-grace-seconds", "5"];
+        args.extend_from_slice(extra);
+        args.push("serve");
+        let mut child = svc(data_dir, &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listen=").nth(1) {
+                    let _ = sender.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+                }
+            }
+        });
+        let addr = receiver.recv_timeout(Duration::from_secs(30)).expect("server announced its address");
+        Server { child, addr }
+    }
+
+    fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        let mut stream = TcpStream::connect(&self.addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read");
+        let status = response.split_whitespace().nth(1).and_then(|code| code.parse().ok()).expect("status line");
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "svc did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn serve_verify_and_stop(data_dir: &std::path::Path, extra: &[&str]) {
+    let with = |args: &[&str]| {
+        let mut all = extra.to_vec();
+        all.extend_from_slice(args);
+        run(data_dir, &all)
+    };
+    ok(&with(&["workspace", "create", "--slug", "acme", "--name", "Acme"]));
+    let key = ok(&with(&["key", "create", "--workspace", "acme", "--scope", "realtime:start"])).trim().to_owned();
+    let server = Server::start(data_dir, extra);
+    let (status, body) = server.get("/api/v1/external/realtime/verify", &key);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["workspace"]["slug"], "acme");
+    assert_eq!(body["can_start_sessions"], true);
+
+    // The CLI writes to the same database while the server runs.
+    let json: Value = serde_json::from_str(&ok(&with(&[
+        "--json",
+        "key",
+        "create",
+        "--workspace",
+        "acme",
+        "--scope",
+        "realtime:read",
+    ])))
+    .expect("json");
+    let second = json["key"].as_str().expect("key");
+    assert_eq!(server.get("/api/v1/external/sessions", second).0, 200);
+    ok(&with(&["key", "revoke", "--workspace", "acme", json["id"].as_str().expect("id")]));
+    assert_eq!(server.get("/api/v1/external/sessions", second).0, 401);
+
+    let status = server.terminate();
+    assert!(status.success(), "graceful shutdown exits 0, got {status:?}");
+}
+
+#[test]
+fn serve_answers_cli_made_credentials_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    serve_verify_and_stop(dir.path(), &[]);
+    assert!(dir.path().join("svc.db").exists(), "SQLite lives in the data directory");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_answers_cli_made_credentials_on_postgres() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = db.url.clone();
+    let path = dir.path().to_owned();
+    tokio::task::spawn_blocking(move || serve_verify_and_stop(&path, &["--database-url", &url])).await.expect("join");
+    assert!(!dir.path().join("svc.db").exists(), "no SQLite file when Postgres is configured");
+    assert_eq!(db.store.list_workspaces().await.expect("list")[0].slug, "acme");
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need on a fresh machine, then runs every check.
+# Used by the README and by .ci/run. Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+
+# --- Machine prerequisites -------------------------------------------------------------------
+# Postgres backs half of the store and HTTP suites. The machine image ships it; start it if it is
+# installed but stopped, install it if it is missing.
+if ! command -v pg_isready >/dev/null 2>&1; then
+  log "installing PostgreSQL"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
+fi
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  log "starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+pg_isready -h 127.0.0.1 -p 5432
+
+# --- Checks ----------------------------------------------------------------------------------
+log "cargo fmt --check"
+cargo fmt --all --check
+
+log "cargo clippy -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+log "cargo test"
+cargo test --workspace --locked
