@@ -5,12 +5,17 @@
 //! [`ExternalUserId`] is never empty, a [`Host`] is always normalized) so that code behind the
 //! boundary never re-checks.
 
+pub mod builtin;
 pub mod host;
 pub mod limits;
+pub mod model;
 pub mod parse;
 pub mod requests;
 pub mod scope;
+pub mod session_config;
 pub mod settings;
+pub mod start;
+pub mod tools;
 
 pub use host::Host;
 pub use scope::{Scope, ScopeSet, UnknownScope};

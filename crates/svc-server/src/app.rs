@@ -7,10 +7,13 @@ use svc_store::Store;
 
 use crate::auth::jwt::{self, JwtKeys};
 use crate::config::Config;
+use crate::dispatch::{NoRuntime, SessionDispatcher};
 use crate::metrics::Metrics;
 
 /// Name of the persisted JWT signing secret in the store.
 const JWT_SECRET_NAME: &str = "jwt_hs256_v1";
+/// Name of the persisted media-room API secret in the store.
+const ROOM_SECRET_NAME: &str = "room_api_secret_v1";
 
 /// State every handler sees.
 #[derive(Debug)]
@@ -23,6 +26,12 @@ pub struct AppState {
     pub jwt: JwtKeys,
     /// Metrics.
     pub metrics: Metrics,
+    /// Media-room token signing.
+    pub room: svc_room::RoomCredentials,
+    /// Server tools this deployment runs.
+    pub server_tools: svc_domain::tools::ServerToolAvailability,
+    /// Where started sessions go.
+    pub dispatcher: Arc<dyn SessionDispatcher>,
 }
 
 /// Cheap handle on the state.
@@ -37,8 +46,17 @@ impl AppState {
         Self::with_store(config, store).await
     }
 
-    /// Builds the state over an open store.
+    /// Builds the state over an open store, with no session runtime.
     pub async fn with_store(config: Config, store: Store) -> anyhow::Result<App> {
+        Self::with_dispatcher(config, store, Arc::new(NoRuntime)).await
+    }
+
+    /// Builds the state over an open store with a session dispatcher.
+    pub async fn with_dispatcher(
+        config: Config,
+        store: Store,
+        dispatcher: Arc<dyn SessionDispatcher>,
+    ) -> anyhow::Result<App> {
         let secret = match &config.jwt_secret {
             Some(secret) => secret.clone(),
             // Kept in the database, not the data directory, so every API node of a Postgres
@@ -48,7 +66,26 @@ impl AppState {
                 .await
                 .context("loading the JWT signing key")?,
         };
-        Ok(Arc::new(AppState { jwt: JwtKeys::new(secret.as_bytes()), store, config, metrics: Metrics::new() }))
+        let room_secret = match &config.room.api_secret {
+            Some(secret) => secret.clone(),
+            None => store
+                .get_or_insert_secret(ROOM_SECRET_NAME, &jwt::random_secret(), now_us())
+                .await
+                .context("loading the media-room API secret")?,
+        };
+        let room = svc_room::RoomCredentials::new(config.room.api_key.clone(), room_secret.as_bytes());
+        let server_tools = svc_domain::tools::ServerToolAvailability::new(
+            config.server_tools.iter().filter_map(|kind| svc_domain::tools::ServerTool::from_wire(kind)),
+        );
+        Ok(Arc::new(AppState {
+            jwt: JwtKeys::new(secret.as_bytes()),
+            store,
+            config,
+            metrics: Metrics::new(),
+            room,
+            server_tools,
+            dispatcher,
+        }))
     }
 }
 

@@ -276,6 +276,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(), "svc is serving");
     let shutdown = CancellationToken::new();
+    let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
     let server = tokio::spawn(crate::run(listener, app.clone(), shutdown.clone().cancelled_owned()));
     wait_for_signal().await;
     tracing::info!(grace_seconds = grace.as_secs(), "shutting down: draining in-flight requests");
@@ -284,6 +285,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(joined) => joined.context("server task")?.context("server")?,
         Err(_) => tracing::warn!("grace period over; dropping remaining connections"),
     }
+    let _ = reaper.await;
     app.store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -53,6 +53,28 @@ pub struct ConfigArgs {
     /// [default: provider_a].
     #[arg(long, global = true, env = "SVC_DEFAULT_PROVIDER", value_name = "ALIAS")]
     pub default_provider: Option<String>,
+    /// URL clients join media rooms at [default: the public URL with ws(s):// and path /room].
+    #[arg(long, global = true, env = "SVC_ROOM_URL", value_name = "URL")]
+    pub room_url: Option<String>,
+    /// API key of the media room (the `iss` of room join tokens) [default: svc].
+    #[arg(long, global = true, env = "SVC_ROOM_API_KEY", value_name = "KEY")]
+    pub room_api_key: Option<String>,
+    /// Secret of the media room's API key (at least 32 bytes). When absent, one is generated on
+    /// first start and kept in the database.
+    #[arg(long, global = true, env = "SVC_ROOM_API_SECRET", value_name = "SECRET", hide_env_values = true)]
+    pub room_api_secret: Option<String>,
+    /// Server cap on a session's length in seconds, or `none` [default: 14400].
+    #[arg(long, global = true, env = "SVC_MAX_SESSION_SECONDS", value_name = "SECONDS|none")]
+    pub max_session_seconds: Option<String>,
+    /// TOML model catalog replacing the embedded one.
+    #[arg(long, global = true, env = "SVC_MODEL_CATALOG", value_name = "FILE")]
+    pub model_catalog: Option<PathBuf>,
+    /// Comma-separated server tool kinds this deployment runs [default: end_call,speaker_log].
+    #[arg(long, global = true, env = "SVC_SERVER_TOOLS", value_name = "KINDS")]
+    pub server_tools: Option<String>,
+    /// Minimum SDK versions, `name=version` pairs separated by commas (e.g. `svc-js=1.4.0`).
+    #[arg(long, global = true, env = "SVC_SDK_FLOORS", value_name = "NAME=VERSION,…")]
+    pub sdk_floors: Option<String>,
 }
 
 /// Log output format.
@@ -165,6 +187,53 @@ pub struct Config {
     pub default_provider: String,
     /// Provider credentials present.
     pub provider_keys: ProviderKeys,
+    /// Media room settings.
+    pub room: RoomConfig,
+    /// Server cap on session length; `None` means no cap.
+    pub max_session_seconds: Option<u32>,
+    /// The model catalog.
+    pub model_catalog: svc_domain::model::ModelCatalog,
+    /// Server tool kinds this deployment runs.
+    pub server_tools: Vec<String>,
+    /// Minimum SDK versions by SDK name.
+    pub sdk_floors: Vec<SdkFloor>,
+}
+
+/// Where clients join media rooms, and the key room tokens are signed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomConfig {
+    /// `livekit_url` handed to clients.
+    pub url: Url,
+    /// API key (`iss`).
+    pub api_key: String,
+    /// Configured secret; generated and stored when absent.
+    pub api_secret: Option<String>,
+}
+
+/// The oldest version of an SDK the server accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdkFloor {
+    /// SDK name as clients send it in `sdk.name`.
+    pub name: String,
+    /// Minimum version (`major.minor.patch`).
+    pub min_version: (u64, u64, u64),
+}
+
+/// The server's default cap on session length (the contract's upper bound).
+pub const DEFAULT_MAX_SESSION_SECONDS: u32 = 14_400;
+
+/// Server tools enabled when `--server-tools` is not given: the ones svc runs without any
+/// external backend.
+pub const DEFAULT_SERVER_TOOLS: [&str; 2] = ["end_call", "speaker_log"];
+
+/// Parses `major.minor.patch` (missing parts are 0; a pre-release or build suffix is ignored).
+pub fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
+    let core = text.trim().trim_start_matches('v').split(['-', '+']).next()?;
+    let mut parts = core.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    let patch = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    parts.next().is_none().then_some((major, minor, patch))
 }
 
 /// A configuration that cannot be used.
@@ -218,6 +287,13 @@ impl ConfigArgs {
             log: self.log.clone().or(file.log),
             shutdown_grace_seconds: self.shutdown_grace_seconds.or(file.shutdown_grace_seconds),
             default_provider: self.default_provider.clone().or(file.default_provider),
+            room_url: self.room_url.clone().or(file.room_url),
+            room_api_key: self.room_api_key.clone().or(file.room_api_key),
+            room_api_secret: self.room_api_secret.clone().or(file.room_api_secret),
+            max_session_seconds: self.max_session_seconds.clone().or(file.max_session_seconds),
+            model_catalog: self.model_catalog.clone().or(file.model_catalog),
+            server_tools: self.server_tools.clone().or(file.server_tools),
+            sdk_floors: self.sdk_floors.clone().or(file.sdk_floors),
         };
         merged.validate(ProviderKeys::from_env())
     }
@@ -255,7 +331,63 @@ impl ConfigArgs {
         if !PROVIDER_ALIASES.contains(&default_provider.as_str()) {
             return Err(invalid("--default-provider", format!("must be one of {}", PROVIDER_ALIASES.join(", "))));
         }
+        let room_url_text = self.room_url.unwrap_or_else(|| {
+            let scheme = if public_url.scheme() == "https" { "wss" } else { "ws" };
+            let authority = &public_url[url::Position::BeforeHost..url::Position::AfterPort];
+            format!("{scheme}://{authority}/room")
+        });
+        let room_url =
+            Url::parse(&room_url_text).map_err(|error| invalid("--room-url", format!("`{room_url_text}`: {error}")))?;
+        if !matches!(room_url.scheme(), "ws" | "wss" | "http" | "https") {
+            return Err(invalid("--room-url", "the scheme must be ws, wss, http or https"));
+        }
+        let room_api_key = self.room_api_key.unwrap_or_else(|| "svc".to_owned());
+        if room_api_key.is_empty() || room_api_key.chars().any(char::is_whitespace) {
+            return Err(invalid("--room-api-key", "the key must be non-empty and without spaces"));
+        }
+        if self.room_api_secret.as_ref().is_some_and(|secret| secret.len() < 32) {
+            return Err(invalid("--room-api-secret", "the secret must be at least 32 bytes"));
+        }
+        let max_session_seconds = match self.max_session_seconds.as_deref().map(str::trim) {
+            None => Some(DEFAULT_MAX_SESSION_SECONDS),
+            Some("none" | "0") => None,
+            Some(text) => match text.parse::<u32>() {
+                Ok(seconds) if (60..=14_400).contains(&seconds) => Some(seconds),
+                _ => return Err(invalid("--max-session-seconds", "must be 60 to 14400, or `none`")),
+            },
+        };
+        let model_catalog = match &self.model_catalog {
+            None => svc_domain::model::ModelCatalog::embedded().clone(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|error| invalid("--model-catalog", format!("cannot read {}: {error}", path.display())))?;
+                svc_domain::model::ModelCatalog::from_toml_str(&text)
+                    .map_err(|error| invalid("--model-catalog", format!("{}: {error}", path.display())))?
+            }
+        };
+        let server_tools: Vec<String> = match &self.server_tools {
+            None => DEFAULT_SERVER_TOOLS.iter().map(|kind| (*kind).to_owned()).collect(),
+            Some(list) => list.split(',').map(|kind| kind.trim().to_owned()).filter(|kind| !kind.is_empty()).collect(),
+        };
+        for kind in &server_tools {
+            if svc_domain::tools::ServerTool::from_wire(kind).is_none() {
+                return Err(invalid("--server-tools", format!("`{kind}` is not a server tool kind")));
+            }
+        }
+        let mut sdk_floors = Vec::new();
+        for pair in self.sdk_floors.as_deref().unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, version) =
+                pair.split_once('=').ok_or_else(|| invalid("--sdk-floors", format!("`{pair}` is not name=version")))?;
+            let min_version = parse_version(version)
+                .ok_or_else(|| invalid("--sdk-floors", format!("`{version}` is not a version like 1.2.3")))?;
+            sdk_floors.push(SdkFloor { name: name.trim().to_owned(), min_version });
+        }
         Ok(Config {
+            room: RoomConfig { url: room_url, api_key: room_api_key, api_secret: self.room_api_secret },
+            max_session_seconds,
+            model_catalog,
+            server_tools,
+            sdk_floors,
             listen,
             data_dir,
             database,
@@ -312,6 +444,15 @@ impl Config {
             shutdown_grace: Duration::from_secs(1),
             default_provider: "provider_a".to_owned(),
             provider_keys: ProviderKeys::default(),
+            room: RoomConfig {
+                url: Url::parse("ws://localhost:8080/room").unwrap_or_else(|_| unreachable!("static URL")),
+                api_key: "svc".to_owned(),
+                api_secret: None,
+            },
+            max_session_seconds: Some(DEFAULT_MAX_SESSION_SECONDS),
+            model_catalog: svc_domain::model::ModelCatalog::embedded().clone(),
+            server_tools: DEFAULT_SERVER_TOOLS.iter().map(|kind| (*kind).to_owned()).collect(),
+            sdk_floors: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod dispatch;
 pub mod error;
 pub mod metrics;
 pub mod routes;

@@ -78,10 +78,15 @@ impl Metrics {
     }
 }
 
+/// When the request arrived, for handlers that report their own server-side timings.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestStarted(pub Instant);
+
 /// Middleware recording every request under its route template (never the raw path, whose ids
 /// would make the label set unbounded).
-pub async fn track(State(app): State<App>, request: Request, next: Next) -> Response {
+pub async fn track(State(app): State<App>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
+    request.extensions_mut().insert(RequestStarted(started));
     let route = request
         .extensions()
         .get::<MatchedPath>()

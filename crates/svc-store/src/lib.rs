@@ -31,8 +31,8 @@ pub use agents::StoredAgent;
 pub use credentials::{ApiKeyRecord, NewToken, TokenKind, TokenRecord, UserRecord};
 pub use rooms::{RoomReservation, new_room_name};
 pub use sessions::{
-    ArtifactRecord, NewSession, NewTimelineEvent, NewTurn, SessionFilter, SessionRow, StoredTurn, TimelineRow,
-    UsageRecord,
+    Admission, ArtifactRecord, NewSession, NewTimelineEvent, NewTurn, SessionFilter, SessionRow, StoredTurn,
+    TimelineRow, UsageRecord,
 };
 pub use support::NewSupportRequest;
 pub use workspaces::{CallerNumber, ProjectRow, WorkspaceRow};

@@ -157,6 +157,18 @@ pub struct ArtifactRecord {
     pub bytes: i64,
 }
 
+/// Outcome of [`Store::insert_session_within_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The session was inserted.
+    Admitted,
+    /// The workspace already had `active` live sessions; nothing was inserted.
+    LimitReached {
+        /// Live sessions at the time of the check.
+        active: i64,
+    },
+}
+
 /// Which page of a project's sessions to list.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SessionFilter<'a> {
@@ -277,12 +289,136 @@ impl Store {
         rows.iter().map(session_from_row).collect()
     }
 
+    /// Inserts a live session only if the workspace has fewer than `limit` live sessions.
+    ///
+    /// Atomic under concurrency on both backends: SQLite runs the count and the insert as one
+    /// statement (SQLite serializes writers), Postgres takes a row lock on the workspace first, so
+    /// N simultaneous starts against a limit of L admit exactly L.
+    pub async fn insert_session_within_limit(
+        &self,
+        session: &NewSession<'_>,
+        limit: Option<u32>,
+    ) -> StoreResult<Admission> {
+        let Some(limit) = limit else {
+            self.insert_session(session).await?;
+            return Ok(Admission::Admitted);
+        };
+        let mut tx = self.pool.begin().await?;
+        let inserted = match self.backend {
+            crate::Backend::Postgres => {
+                sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
+                    .bind(session.workspace_id)
+                    .execute(&mut *tx)
+                    .await?;
+                let active = count_live_in(&mut tx, session.workspace_id).await?;
+                if active < i64::from(limit) {
+                    insert_session_in(&mut tx, session).await?;
+                    true
+                } else {
+                    false
+                }
+            }
+            crate::Backend::Sqlite => {
+                let done = sqlx::query(
+                    "INSERT INTO sessions (id, workspace_id, project_id, source, status, usage_status, started_us, \
+                     ended_us, provider, model, title, room_name, config, created_us, heartbeat_us) \
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14 \
+                     WHERE (SELECT COUNT(*) FROM sessions WHERE workspace_id = $2 AND status = 'active') < $15",
+                )
+                .bind(session.id)
+                .bind(session.workspace_id)
+                .bind(session.project_id)
+                .bind(session.source)
+                .bind(session.status)
+                .bind(session.usage_status)
+                .bind(session.started_us)
+                .bind(session.ended_us)
+                .bind(session.provider)
+                .bind(session.model)
+                .bind(session.title)
+                .bind(session.room_name)
+                .bind(session.config.map(to_json))
+                .bind(session.now_us)
+                .bind(i64::from(limit))
+                .execute(&mut *tx)
+                .await?;
+                done.rows_affected() == 1
+            }
+        };
+        let outcome = if inserted {
+            Admission::Admitted
+        } else {
+            Admission::LimitReached { active: count_live_in(&mut tx, session.workspace_id).await? }
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Seconds of voice used by a workspace's ended live sessions that started at or after
+    /// `since_us` (all time when `None`). Imports do not count.
+    pub async fn voice_seconds_used(&self, workspace_id: &str, since_us: Option<i64>) -> StoreResult<f64> {
+        let total_us: Option<i64> = sqlx::query_scalar(
+            "SELECT CAST(SUM(ended_us - started_us) AS BIGINT) FROM sessions \
+             WHERE workspace_id = $1 AND source = 'live' AND ended_us IS NOT NULL AND started_us >= $2",
+        )
+        .bind(workspace_id)
+        .bind(since_us.unwrap_or(i64::MIN))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(total_us.unwrap_or(0).max(0) as f64 / 1_000_000.0)
+    }
+
+    /// The stored resolved configuration of a session, as JSON.
+    pub async fn session_config(&self, id: &str) -> StoreResult<Option<serde_json::Value>> {
+        let text: Option<Option<String>> =
+            sqlx::query_scalar("SELECT config FROM sessions WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        text.flatten().map(|text| parse_json("sessions.config", &text)).transpose()
+    }
+
     /// Number of live sessions of a workspace.
     pub async fn count_live_sessions(&self, workspace_id: &str) -> StoreResult<i64> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE workspace_id = $1 AND status = 'active'")
             .bind(workspace_id)
             .fetch_one(&self.pool)
             .await?)
+    }
+
+    /// Refreshes a live session's heartbeat. False if the session is no longer live.
+    pub async fn touch_session(&self, id: &str, now_us: i64) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE sessions SET heartbeat_us = $1 WHERE id = $2 AND status = 'active'")
+            .bind(now_us)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Ends every live session whose last heartbeat (or start, if it never had one) is older
+    /// than `stale_before_us`, as `error` with usage `unavailable`. Returns their ids.
+    pub async fn reap_stale_sessions(&self, stale_before_us: i64, now_us: i64) -> StoreResult<Vec<String>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE status = 'active' AND COALESCE(heartbeat_us, started_us) < $1",
+        )
+        .bind(stale_before_us)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut reaped = Vec::with_capacity(ids.len());
+        for id in ids {
+            // Re-checked per row: a heartbeat that lands meanwhile keeps its session alive.
+            let done = sqlx::query(
+                "UPDATE sessions SET status = 'error', ended_us = $1, usage_status = 'unavailable' \
+                 WHERE id = $2 AND status = 'active' AND COALESCE(heartbeat_us, started_us) < $3",
+            )
+            .bind(now_us)
+            .bind(&id)
+            .bind(stale_before_us)
+            .execute(&self.pool)
+            .await?;
+            if done.rows_affected() > 0 {
+                reaped.push(id);
+            }
+        }
+        Ok(reaped)
     }
 
     /// Number of live sessions across all workspaces (for metrics).
@@ -432,6 +568,13 @@ impl Store {
     }
 }
 
+async fn count_live_in(tx: &mut Transaction<'_, Any>, workspace_id: &str) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE workspace_id = $1 AND status = 'active'")
+        .bind(workspace_id)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
 fn artifact_from_row(row: &AnyRow) -> StoreResult<ArtifactRecord> {
     Ok(ArtifactRecord {
         kind: row.try_get("kind")?,
@@ -444,8 +587,8 @@ fn artifact_from_row(row: &AnyRow) -> StoreResult<ArtifactRecord> {
 async fn insert_session_in(tx: &mut Transaction<'_, Any>, session: &NewSession<'_>) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO sessions (id, workspace_id, project_id, source, status, usage_status, started_us, ended_us, \
-         provider, model, title, room_name, config, created_us) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+         provider, model, title, room_name, config, created_us, heartbeat_us) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)",
     )
     .bind(session.id)
     .bind(session.workspace_id)

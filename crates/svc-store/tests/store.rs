@@ -3,8 +3,8 @@
 use svc_domain::{Scope, ScopeSet, WorkspaceSettings};
 use svc_store::testing::TestDatabase;
 use svc_store::{
-    ApiKeyRecord, ArtifactRecord, Backend, NewSession, NewTimelineEvent, NewToken, NewTurn, SessionFilter, Store,
-    StoreError, TokenKind, UsageRecord,
+    Admission, ApiKeyRecord, ArtifactRecord, Backend, NewSession, NewTimelineEvent, NewToken, NewTurn, SessionFilter,
+    Store, StoreError, TokenKind, UsageRecord,
 };
 use svc_wire::rest::{AgentConfig, UsageTokens};
 
@@ -38,6 +38,9 @@ on_both_backends!(
     room_reservations_are_consumed_once_in_order,
     secrets_are_first_writer_wins,
     concurrent_grant_creation_converges,
+    the_concurrency_gate_admits_exactly_the_limit,
+    voice_seconds_count_ended_live_sessions_only,
+    stale_sessions_are_reaped_and_heartbeats_keep_them_alive,
 );
 
 const T0: i64 = 1_750_000_000_000_000;
@@ -354,4 +357,67 @@ async fn concurrent_grant_creation_converges(store: Store) {
         ids.insert(task.await.expect("join").expect("grant").id);
     }
     assert_eq!(ids.len(), 1, "one grant per end user");
+}
+
+async fn the_concurrency_gate_admits_exactly_the_limit(store: Store) {
+    let (ws, project) = workspace(&store, "acme").await;
+    let ids: Vec<String> = (0..50).map(|i| format!("gate-{i:02}")).collect();
+    let mut tasks = Vec::new();
+    for id in &ids {
+        let (store, ws, project, id) = (store.clone(), ws.clone(), project.clone(), id.clone());
+        tasks.push(tokio::spawn(async move {
+            store.insert_session_within_limit(&live_session(&id, &ws, &project, T0), Some(10)).await
+        }));
+    }
+    let mut admitted = 0;
+    for task in tasks {
+        match task.await.expect("join").expect("insert") {
+            Admission::Admitted => admitted += 1,
+            Admission::LimitReached { active } => assert_eq!(active, 10),
+        }
+    }
+    assert_eq!(admitted, 10, "exactly the limit is admitted");
+    assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 10);
+    // Ending one frees a slot; no limit admits anything.
+    let live =
+        store.list_sessions(SessionFilter { project_id: &project, before_us: None, limit: 1 }).await.expect("list");
+    store.finish_session(&live[0].id, "completed", T0 + 1, None).await.expect("finish");
+    let next = live_session("gate-next", &ws, &project, T0);
+    assert_eq!(store.insert_session_within_limit(&next, Some(10)).await.expect("insert"), Admission::Admitted);
+    let unlimited = live_session("gate-free", &ws, &project, T0);
+    assert_eq!(store.insert_session_within_limit(&unlimited, None).await.expect("insert"), Admission::Admitted);
+}
+
+async fn voice_seconds_count_ended_live_sessions_only(store: Store) {
+    let (ws, project) = workspace(&store, "acme").await;
+    assert_eq!(store.voice_seconds_used(&ws, None).await.expect("sum"), 0.0);
+    for (id, start, seconds) in [("a", T0, 90), ("b", T0 + 1_000_000_000, 30), ("live", T0, 0)] {
+        store.insert_session(&live_session(id, &ws, &project, start)).await.expect("insert");
+        if seconds > 0 {
+            store.finish_session(id, "completed", start + seconds * 1_000_000, None).await.expect("finish");
+        }
+    }
+    let mut import = live_session("imp", &ws, &project, T0);
+    import.source = "import";
+    import.ended_us = Some(T0 + 500_000_000);
+    store.insert_session(&import).await.expect("import");
+    assert_eq!(store.voice_seconds_used(&ws, None).await.expect("sum"), 120.0);
+    assert_eq!(store.voice_seconds_used(&ws, Some(T0 + 1)).await.expect("sum"), 30.0);
+}
+
+async fn stale_sessions_are_reaped_and_heartbeats_keep_them_alive(store: Store) {
+    let (ws, project) = workspace(&store, "acme").await;
+    store.insert_session(&live_session("old", &ws, &project, T0)).await.expect("insert");
+    store.insert_session(&live_session("beating", &ws, &project, T0)).await.expect("insert");
+    store.insert_session(&live_session("fresh", &ws, &project, T0 + 100_000_000)).await.expect("insert");
+    assert!(store.touch_session("beating", T0 + 90_000_000).await.expect("touch"));
+    let reaped = store.reap_stale_sessions(T0 + 60_000_000, T0 + 120_000_000).await.expect("reap");
+    assert_eq!(reaped, vec!["old".to_owned()]);
+    let old = store.session_in_project(&project, "old").await.expect("read").expect("row");
+    assert_eq!(
+        (old.status.as_str(), old.usage_status.as_str(), old.ended_us),
+        ("error", "unavailable", Some(T0 + 120_000_000))
+    );
+    assert!(!store.touch_session("old", T0 + 130_000_000).await.expect("touch"), "an ended session stays ended");
+    assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 2);
 }

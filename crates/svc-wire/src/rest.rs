@@ -419,3 +419,157 @@ mod double_option {
         Option::<T>::deserialize(deserializer).map(Some)
     }
 }
+
+/// Server-side phase breakdown of a session start, in milliseconds (0 for a phase the serving
+/// flow lacks).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StartTimings {
+    /// SDK version floor check.
+    pub version_check_ms: f64,
+    /// Project, billing and resume checks.
+    pub project_check_ms: f64,
+    /// Provider entitlement and availability.
+    pub provider_resolve_ms: f64,
+    /// Session row insert (with the concurrency gate) and room reservation.
+    pub db_insert_ms: f64,
+    /// Room token minting.
+    pub mint_tokens_ms: f64,
+    /// Handing the session to the runtime.
+    pub dispatch_ms: f64,
+    /// Whole request, from arrival to response.
+    pub total_ms: f64,
+    /// Agent, tool and model resolution.
+    pub resolve_ms: f64,
+}
+
+/// `POST /realtime/session/start` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StartResponse {
+    /// Media room address.
+    pub livekit_url: String,
+    /// Short-lived participant join token; do not cache.
+    pub token: String,
+    /// Media room name.
+    pub room_name: String,
+    /// Session id (UUID).
+    pub session_id: String,
+    /// Server-side phase breakdown.
+    pub timings: StartTimings,
+}
+
+/// `POST /realtime/session/start` body (documentation of the shape; the server parses it with
+/// `svc_domain::session_config`, which collects every problem).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionConfigDoc {
+    /// Always `session-config`.
+    #[serde(rename = "type", default)]
+    #[schema(value_type = Option<String>, example = "session-config")]
+    pub kind: Option<String>,
+    /// Identity of the calling client (also accepted as the `X-Svc-SDK: name/version` header).
+    pub sdk: SdkDoc,
+    /// Inline persona or catalog agent; default a neutral inline agent.
+    #[serde(default)]
+    pub agent: Option<AgentDoc>,
+    /// Per-run options.
+    #[serde(default)]
+    pub session: Option<SessionParamsDoc>,
+}
+
+/// `{name, version}` of the calling client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SdkDoc {
+    /// SDK name (≤ 100 chars).
+    pub name: String,
+    /// SDK version (`major.minor.patch`).
+    pub version: String,
+}
+
+/// Agent block, discriminated on `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentDoc {
+    /// A persona supplied in the request.
+    Inline(InlineAgentDoc),
+    /// A workspace catalog agent (or built-in `svc-` agent) run by handle. No other fields allowed.
+    Catalog(CatalogAgentDoc),
+}
+
+/// Inline agent fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InlineAgentDoc {
+    /// ≤ 131,072 chars, else `instructions_too_long`.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Provider alias, concrete model id, or provider block `{provider, model_id?, …knobs}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub model: Option<serde_json::Value>,
+    /// Deprecated provider block, folded into `model`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub model_options: Option<serde_json::Value>,
+    /// `{name?, speaking_style? (≤ 8192)}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub voice: Option<serde_json::Value>,
+    /// `{output?: bool, noise_cancellation?: off|denoise|voice_focus (or a boolean)}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub audio: Option<serde_json::Value>,
+    /// Tool specs discriminated on `kind`.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<serde_json::Value>>,
+    /// ≤ 4000 chars.
+    #[serde(default)]
+    pub greeting: Option<String>,
+    /// `low`, `default` or `high`.
+    #[serde(default)]
+    pub interruption_sensitivity: Option<String>,
+    /// ≤ 16 SilenceTimeout hooks.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub hooks: Option<Vec<serde_json::Value>>,
+}
+
+/// Catalog agent fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CatalogAgentDoc {
+    /// Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars.
+    pub name: String,
+    /// Values for `{{key}}` placeholders.
+    #[serde(default)]
+    pub inputs: Option<std::collections::BTreeMap<String, String>>,
+    /// The whole tool set (≤ 10,000), replacing the stored one.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<serde_json::Value>>,
+    /// Per-run voice override.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub voice: Option<serde_json::Value>,
+}
+
+/// Session params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionParamsDoc {
+    /// 60 to 14400; the effective cap is the minimum of this and the server's.
+    #[serde(default)]
+    pub max_session_seconds: Option<u32>,
+    /// `false` writes no recording artifacts.
+    #[serde(default)]
+    pub store_recording: Option<bool>,
+    /// Wins over `store_recording`; narrows only.
+    #[serde(default)]
+    pub store_audio: Option<bool>,
+    /// Transcript and tool events.
+    #[serde(default)]
+    pub store_transcript: Option<bool>,
+    /// Screen-share video and screenshots.
+    #[serde(default)]
+    pub store_video: Option<bool>,
+    /// `{resume_session_id?: UUID, avatar?: {provider: "avatar_vendor", …}}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub experimental: Option<serde_json::Value>,
+}

@@ -9,6 +9,7 @@ mod credentials;
 mod import;
 mod projects;
 mod sessions;
+mod start;
 mod support;
 
 use axum::Router;
@@ -83,6 +84,7 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(agents::get_agent, agents::update_agent, agents::delete_agent))
         .routes(routes!(projects::get_default_project))
         .routes(routes!(projects::prepare_room))
+        .routes(routes!(start::start_session))
         .layer(DefaultBodyLimit::max(svc_domain::limits::JSON_BODY_MAX_BYTES));
     // Import streams its body under its own, larger limit.
     let import = OpenApiRouter::new().routes(routes!(import::import_session)).layer(DefaultBodyLimit::disable());

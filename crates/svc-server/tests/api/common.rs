@@ -5,9 +5,12 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
+use std::sync::Arc;
 use svc_domain::{Scope, ScopeSet};
+
 use svc_server::auth::issue;
 use svc_server::config::{Config, Database};
+use svc_server::dispatch::{NoRuntime, SessionDispatcher};
 use svc_server::{App, AppState};
 use svc_store::testing::TestDatabase;
 use svc_store::{Backend, UserRecord, WorkspaceRow};
@@ -26,6 +29,19 @@ macro_rules! on_both_backends {
             $(#[tokio::test] async fn $name() {
                 super::$name($crate::common::TestApp::new(svc_store::Backend::Postgres).await).await;
             })*
+        }
+    };
+}
+
+/// Like `on_both_backends!`, but each test receives what `$make(backend)` returns.
+#[macro_export]
+macro_rules! on_both_backends_with {
+    ($make:ident; $($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test] async fn $name() { super::$name(super::$make(svc_store::Backend::Sqlite).await).await; })*
+        }
+        mod postgres {
+            $(#[tokio::test] async fn $name() { super::$name(super::$make(svc_store::Backend::Postgres).await).await; })*
         }
     };
 }
@@ -77,12 +93,22 @@ impl Reply {
 
 impl TestApp {
     pub async fn new(backend: Backend) -> TestApp {
+        Self::with(backend, |_| {}, Arc::new(NoRuntime)).await
+    }
+
+    /// A test app whose configuration `configure` adjusts, with `dispatcher` running sessions.
+    pub async fn with(
+        backend: Backend,
+        configure: impl FnOnce(&mut Config),
+        dispatcher: Arc<dyn SessionDispatcher>,
+    ) -> TestApp {
         let db = TestDatabase::new(backend).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let database = Database::parse(&db.url).expect("test database url");
-        let config = Config::for_tests(dir.path(), database);
+        let mut config = Config::for_tests(dir.path(), database);
+        configure(&mut config);
         config.prepare_data_dir().expect("data dir");
-        let app = AppState::with_store(config, db.store.clone()).await.expect("app state");
+        let app = AppState::with_dispatcher(config, db.store.clone(), dispatcher).await.expect("app state");
         let router = svc_server::routes::router(app.clone());
         TestApp { app, router, _db: db, dir }
     }

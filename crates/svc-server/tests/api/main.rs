@@ -8,5 +8,6 @@ mod errors;
 mod import;
 mod scopes;
 mod sessions;
+mod start;
 mod support;
 mod tokens;

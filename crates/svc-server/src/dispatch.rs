@@ -1,0 +1,81 @@
+//! Handing a started session to whatever runs it.
+//!
+//! Session start inserts the session and mints room credentials, then dispatches: the session
+//! runtime (a later issue) joins the room and bridges it to the provider. The interface is
+//! `SessionDispatcher`; until the runtime lands, [`NoRuntime`] accepts every session and runs
+//! nothing, and the reaper ends such sessions once their heartbeat goes stale, so they never
+//! hold a concurrency slot for long.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use svc_domain::start::ResolvedSession;
+use tokio_util::sync::CancellationToken;
+
+/// A session ready to run.
+#[derive(Debug, Clone)]
+pub struct DispatchRequest {
+    /// Session id.
+    pub session_id: String,
+    /// Workspace id.
+    pub workspace_id: String,
+    /// The room the user was given credentials for.
+    pub room_name: String,
+    /// The resolved configuration.
+    pub session: Arc<ResolvedSession>,
+}
+
+/// The runtime could not take the session.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("dispatch failed: {0}")]
+pub struct DispatchError(pub String);
+
+/// Boxed future of a dispatch.
+pub type DispatchFuture<'a> = Pin<Box<dyn Future<Output = Result<(), DispatchError>> + Send + 'a>>;
+
+/// Something that runs sessions.
+pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
+    /// Takes a session; returns once the runtime has accepted it (not when it ends).
+    fn dispatch(&self, request: DispatchRequest) -> DispatchFuture<'_>;
+}
+
+/// Accepts every session and runs nothing (no runtime is built into this version yet).
+#[derive(Debug, Default)]
+pub struct NoRuntime;
+
+impl SessionDispatcher for NoRuntime {
+    fn dispatch(&self, request: DispatchRequest) -> DispatchFuture<'_> {
+        Box::pin(async move {
+            tracing::debug!(session.id = %request.session_id, "no session runtime: the session will be reaped");
+            Ok(())
+        })
+    }
+}
+
+/// A live session whose heartbeat is older than this is ended as `error`.
+pub const HEARTBEAT_STALE_AFTER: Duration = Duration::from_secs(60);
+/// How often the reaper looks.
+pub const REAPER_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Ends stale live sessions every [`REAPER_INTERVAL`] until `shutdown`.
+pub async fn run_reaper(store: svc_store::Store, shutdown: CancellationToken) {
+    let mut interval = tokio::time::interval(REAPER_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        let now = crate::app::now_us();
+        let stale_before = now - i64::try_from(HEARTBEAT_STALE_AFTER.as_micros()).unwrap_or(i64::MAX);
+        match store.reap_stale_sessions(stale_before, now).await {
+            Ok(reaped) if reaped.is_empty() => {}
+            Ok(reaped) => {
+                tracing::warn!(count = reaped.len(), sessions = ?reaped, "ended live sessions with a stale heartbeat")
+            }
+            Err(error) => tracing::warn!(error = %error, "reaper could not check for stale sessions"),
+        }
+    }
+}

@@ -1,0 +1,737 @@
+//! `POST /realtime/session/start`: one case per row of the spec's rejection table and per rule,
+//! then the success path, the concurrency gate under load, reservations and dispatch.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use svc_domain::Scope;
+use svc_server::config::{Config, ProviderKeys, SdkFloor};
+use svc_server::dispatch::{DispatchError, DispatchFuture, DispatchRequest, SessionDispatcher};
+use svc_store::Backend;
+use svc_wire::rest::AgentConfig;
+
+use crate::common::TestApp;
+
+crate::on_both_backends_with!(
+    app;
+    rejections_follow_the_spec_table,
+    workspace_gates_answer_with_their_extras,
+    a_start_inserts_mints_and_dispatches,
+    session_params_resolve_to_effective_values,
+    catalog_agents_resolve_workspace_first_then_builtin,
+    minted_tokens_start_in_their_own_project,
+    a_reserved_room_is_used_by_the_next_start,
+    a_failed_dispatch_is_503_and_ends_the_session,
+    the_concurrency_gate_admits_exactly_the_limit_over_http,
+);
+
+#[derive(Debug, Default)]
+struct Recorder {
+    sessions: Mutex<Vec<DispatchRequest>>,
+    fail: bool,
+}
+
+impl SessionDispatcher for Recorder {
+    fn dispatch(&self, request: DispatchRequest) -> DispatchFuture<'_> {
+        Box::pin(async move {
+            if self.fail {
+                return Err(DispatchError("runtime is down".into()));
+            }
+            self.sessions.lock().expect("lock").push(request);
+            Ok(())
+        })
+    }
+}
+
+fn all_providers(config: &mut Config) {
+    config.provider_keys = ProviderKeys { openai: true, gemini: true, xai: true };
+}
+
+async fn app(backend: Backend) -> (TestApp, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::default());
+    let t = TestApp::with(
+        backend,
+        |config| {
+            all_providers(config);
+            config.sdk_floors = vec![SdkFloor { name: "svc-js".into(), min_version: (1, 4, 0) }];
+        },
+        recorder.clone(),
+    )
+    .await;
+    (t, recorder)
+}
+
+fn start_body(agent: Value) -> Value {
+    json!({"type": "session-config", "sdk": {"name": "test-client", "version": "1.0.0"}, "agent": agent})
+}
+
+fn inline(extra: Value) -> Value {
+    let mut agent = json!({"type": "inline", "instructions": "Be brief."});
+    if let (Some(agent), Some(extra)) = (agent.as_object_mut(), extra.as_object()) {
+        agent.extend(extra.clone());
+    }
+    start_body(agent)
+}
+
+struct Case {
+    name: &'static str,
+    body: Value,
+    status: u16,
+    kind: &'static str,
+    code: Option<&'static str>,
+    loc: Option<Value>,
+}
+
+fn case(
+    name: &'static str,
+    body: Value,
+    status: u16,
+    kind: &'static str,
+    code: Option<&'static str>,
+    loc: Option<Value>,
+) -> Case {
+    Case { name, body, status, kind, code, loc }
+}
+
+async fn rejections_follow_the_spec_table(t: (TestApp, Arc<Recorder>)) {
+    let (t, recorder) = t;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let broken = AgentConfig { model: Some(json!(42)), ..AgentConfig::default() };
+    t.app.store.create_agent(&ws.id, "broken", None, &broken, 1).await.expect("agent");
+    let long_greeting = AgentConfig { greeting: Some("Hi {{who}}".into()), ..AgentConfig::default() };
+    t.app.store.create_agent(&ws.id, "greeter", None, &long_greeting, 1).await.expect("agent");
+    let too_many_hooks: Vec<Value> = (0..17)
+        .map(|_| json!({"trigger": "user.speech.timeout", "timeout_seconds": 10, "action": {"type": "end_call"}}))
+        .collect();
+    let cases = vec![
+        case(
+            "legacy flat shape",
+            json!({"sdk": {"name": "x", "version": "1"}, "instructions": "hi"}),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "instructions"])),
+        ),
+        case(
+            "missing sdk",
+            json!({"agent": {"type": "inline"}}),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "sdk"])),
+        ),
+        case(
+            "unknown field on a catalog block",
+            start_body(json!({"type": "catalog", "name": "svc-receptionist", "instructions": "x"})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "instructions"])),
+        ),
+        case(
+            "unknown tool kind",
+            inline(json!({"tools": [{"kind": "teleport"}]})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "tools", 0, "kind"])),
+        ),
+        case(
+            "provider block as model and model_options",
+            inline(json!({"model": {"provider": "provider_b"}, "model_options": {"provider": "provider_b"}})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "model_options"])),
+        ),
+        case(
+            "greeting over 4000 inline",
+            inline(json!({"greeting": "g".repeat(4001)})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "greeting"])),
+        ),
+        case(
+            "speaking style over 8192",
+            inline(json!({"voice": {"speaking_style": "s".repeat(8193)}})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "voice", "speaking_style"])),
+        ),
+        case(
+            "17 hooks",
+            inline(json!({"hooks": too_many_hooks})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "hooks"])),
+        ),
+        case(
+            "max_session_seconds below 60",
+            json!({"sdk": {"name": "x", "version": "1"}, "session": {"max_session_seconds": 59}}),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "session", "max_session_seconds"])),
+        ),
+        case(
+            "svc_vad bound",
+            inline(json!({"model": {"provider": "provider_a", "svc_vad": {"pause_ms": 5001}}})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "model", "svc_vad", "pause_ms"])),
+        ),
+        case(
+            "provider_c speed bound",
+            inline(json!({"model": {"provider": "provider_c", "speed": 1.6}})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "model", "speed"])),
+        ),
+        case(
+            "provider_b_live max_output_tokens bound",
+            inline(json!({"model": {"provider": "provider_b_live", "max_output_tokens": 15}})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "model", "max_output_tokens"])),
+        ),
+        case(
+            "resume id of no session",
+            json!({"sdk": {"name": "x", "version": "1"}, "session": {"experimental": {"resume_session_id": uuid::Uuid::new_v4().to_string()}}}),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "session", "experimental", "resume_session_id"])),
+        ),
+        case(
+            "bad client tool name",
+            inline(
+                json!({"tools": [{"kind": "client", "name": "Bad", "description": "d", "parameters": {"type": "object"}}]}),
+            ),
+            422,
+            "api_error",
+            Some("invalid_tool_config"),
+            None,
+        ),
+        case(
+            "retired server kind",
+            inline(json!({"tools": [{"kind": "server"}]})),
+            422,
+            "api_error",
+            Some("invalid_tool_config"),
+            None,
+        ),
+        case(
+            "reserved catalog kind",
+            inline(json!({"tools": [{"kind": "catalog", "name": "x"}]})),
+            422,
+            "api_error",
+            Some("invalid_tool_config"),
+            None,
+        ),
+        case(
+            "unknown agent",
+            start_body(json!({"type": "catalog", "name": "nobody-here"})),
+            422,
+            "api_error",
+            Some("unknown_agent"),
+            None,
+        ),
+        case(
+            "unknown svc- agent",
+            start_body(json!({"type": "catalog", "name": "svc-does-not-exist"})),
+            422,
+            "api_error",
+            Some("unknown_agent"),
+            None,
+        ),
+        case(
+            "stored config that does not load",
+            start_body(json!({"type": "catalog", "name": "broken"})),
+            422,
+            "api_error",
+            Some("agent_config_unavailable"),
+            None,
+        ),
+        case(
+            "greeting too long after substitution",
+            start_body(json!({"type": "catalog", "name": "greeter", "inputs": {"who": "w".repeat(4000)}})),
+            422,
+            "api_error",
+            Some("greeting_too_long"),
+            None,
+        ),
+        case(
+            "unknown model id",
+            inline(json!({"model": "gpt-9000"})),
+            422,
+            "api_error",
+            Some("model_unavailable"),
+            None,
+        ),
+        case(
+            "model_id of another provider",
+            inline(json!({"model": {"provider": "provider_b", "model_id": "gemini-3.8-live"}})),
+            422,
+            "api_error",
+            Some("model_unavailable"),
+            None,
+        ),
+        case(
+            "model_options provider mismatch",
+            inline(json!({"model": "provider_a", "model_options": {"provider": "provider_b"}})),
+            422,
+            "api_error",
+            Some("model_unavailable"),
+            None,
+        ),
+        case(
+            "instructions over 131072",
+            inline(json!({"instructions": "i".repeat(131_073)})),
+            422,
+            "api_error",
+            Some("instructions_too_long"),
+            None,
+        ),
+        case(
+            "tools with client delegation",
+            inline(
+                json!({"model": {"provider": "provider_b_live", "delegation": "client"}, "tools": [{"kind": "end_call"}]}),
+            ),
+            422,
+            "api_error",
+            Some("delegation_tools_unsupported"),
+            None,
+        ),
+        case(
+            "svc delegation without resources:read",
+            inline(json!({"model": {"provider": "provider_b_live", "delegation": "svc"}})),
+            403,
+            "api_error",
+            Some("svc_delegation_scope_required"),
+            None,
+        ),
+        case(
+            "server_vad knob under svc_vad",
+            inline(json!({"model": {"provider": "provider_a", "silence_duration_ms": 500}})),
+            422,
+            "api_error",
+            Some("turn_detection_knob_mismatch"),
+            None,
+        ),
+        case(
+            "svc_vad object under server_vad",
+            inline(
+                json!({"model": {"provider": "provider_a", "turn_detection": "server_vad", "svc_vad": {"pause_ms": 100}}}),
+            ),
+            422,
+            "api_error",
+            Some("turn_detection_knob_mismatch"),
+            None,
+        ),
+        case(
+            "eagerness under server_vad",
+            inline(json!({"model": {"provider": "provider_b", "turn_detection": "server_vad", "eagerness": "high"}})),
+            422,
+            "api_error",
+            Some("turn_detection_knob_mismatch"),
+            None,
+        ),
+        case(
+            "semantic_vad on provider_a",
+            inline(json!({"model": {"provider": "provider_a", "turn_detection": "semantic_vad"}})),
+            422,
+            "api_error",
+            Some("turn_detection_unsupported"),
+            None,
+        ),
+        case(
+            "svc_vad on provider_b",
+            inline(json!({"model": {"provider": "provider_b", "turn_detection": "svc_vad"}})),
+            422,
+            "api_error",
+            Some("turn_detection_unsupported"),
+            None,
+        ),
+        case(
+            "semantic_vad on provider_c",
+            inline(json!({"model": {"provider": "provider_c", "turn_detection": "semantic_vad"}})),
+            422,
+            "api_error",
+            Some("turn_detection_unsupported"),
+            None,
+        ),
+        case(
+            "thinking_level on a model that takes none",
+            inline(
+                json!({"model": {"provider": "provider_a", "model_id": "gemini-3.8-live", "thinking_level": "low"}}),
+            ),
+            422,
+            "api_error",
+            Some("thinking_level_unsupported"),
+            None,
+        ),
+        case(
+            "text-only on a speech-to-speech-only model",
+            inline(json!({"model": "provider_b_live", "audio": {"output": false}})),
+            400,
+            "api_error",
+            None,
+            None,
+        ),
+        case(
+            "SDK below the floor",
+            json!({"sdk": {"name": "svc-js", "version": "1.3.9"}}),
+            400,
+            "api_error",
+            Some("sdk_unsupported"),
+            None,
+        ),
+    ];
+    for case in cases {
+        let reply = t.post("/realtime/session/start", Some(&key), case.body.clone()).await;
+        let error = reply.expect_error(case.status);
+        assert_eq!(error["type"], case.kind, "{}: {error}", case.name);
+        assert_eq!(error.get("code").and_then(Value::as_str), case.code, "{}: {error}", case.name);
+        if let Some(loc) = &case.loc {
+            let locs: Vec<&Value> = error["errors"].as_array().expect("errors").iter().map(|e| &e["loc"]).collect();
+            assert!(locs.contains(&loc), "{}: expected loc {loc} in {locs:?}", case.name);
+        }
+    }
+    assert!(recorder.sessions.lock().expect("lock").is_empty(), "no rejected start was dispatched");
+    assert_eq!(t.app.store.count_live_sessions(&ws.id).await.expect("count"), 0, "no rejected start left a session");
+
+    // Every problem is collected, and tool problems are all listed, joined by "; ".
+    let error = t
+        .post(
+            "/realtime/session/start",
+            Some(&key),
+            json!({"agent": {"type": "inline", "greeting": 5, "voice": "x"}, "session": {"store_audio": "yes"}}),
+        )
+        .await
+        .expect_error(422);
+    assert_eq!(error["errors"].as_array().expect("errors").len(), 4, "{error}");
+    let error = t
+        .post(
+            "/realtime/session/start",
+            Some(&key),
+            inline(json!({"tools": [
+                {"kind": "client", "name": "lookup", "description": "d", "parameters": {"type": "object"}},
+                {"kind": "client", "name": "lookup", "description": "d", "parameters": {"type": "object"}},
+                {"kind": "client", "name": "svc_secret", "description": "d", "parameters": {"type": "object", "additionalProperties": false}}
+            ]})),
+        )
+        .await
+        .expect_error(422);
+    let message = error["message"].as_str().expect("message");
+    assert!(message.matches("; ").count() >= 2, "every tool problem is listed: {message}");
+    // Authentication and scope come first.
+    t.post("/realtime/session/start", None, inline(json!({}))).await.expect_unauthorized();
+    let reader = t.api_key(&ws, &[Scope::RealtimeRead]).await;
+    let error = t.post("/realtime/session/start", Some(&reader), inline(json!({}))).await.expect_error(403);
+    assert_eq!(error["message"], "API key missing required scopes: realtime:start");
+    // The SDK floor message names the minimum and the upgrade command.
+    let error = t
+        .post("/realtime/session/start", Some(&key), json!({"sdk": {"name": "svc-js", "version": "0.9"}}))
+        .await
+        .expect_error(400);
+    let message = error["message"].as_str().expect("message");
+    assert!(message.contains("1.4.0") && message.contains("npm install"), "{message}");
+    t.post("/realtime/session/start", Some(&key), json!({"sdk": {"name": "svc-js", "version": "1.4.0"}}))
+        .await
+        .expect(200);
+}
+
+async fn workspace_gates_answer_with_their_extras(t: (TestApp, Arc<Recorder>)) {
+    let (t, _) = t;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let body = inline(json!({}));
+    let set = |change: fn(&mut svc_domain::WorkspaceSettings)| {
+        let (store, id) = (t.app.store.clone(), ws.id.clone());
+        async move {
+            let mut settings = store.workspace_by_id(&id).await.expect("ws").settings;
+            change(&mut settings);
+            store.update_workspace(&id, &settings, None).await.expect("update");
+        }
+    };
+    set(|s| s.free_minutes_granted = Some(0)).await;
+    let error = t.post("/realtime/session/start", Some(&key), body.clone()).await.expect_error(402);
+    assert_eq!(
+        (error["code"].clone(), error["granted_minutes"].clone(), error["used_minutes"].clone()),
+        (json!("free_minutes_exhausted"), json!(0), json!(0))
+    );
+    set(|s| {
+        s.free_minutes_granted = None;
+        s.credit_balance_cents = Some(0);
+    })
+    .await;
+    let error = t.post("/realtime/session/start", Some(&key), body.clone()).await.expect_error(402);
+    assert_eq!(error["code"], "insufficient_credits");
+    assert_eq!((error["balance_cents"].clone(), error["top_up_path"].clone()), (json!(0), json!("/billing/credits")));
+    set(|s| {
+        s.credit_balance_cents = Some(500);
+        s.monthly_quota_minutes = Some(0);
+    })
+    .await;
+    let error = t.post("/realtime/session/start", Some(&key), body.clone()).await.expect_error(429);
+    assert_eq!(error["code"], "quota_exceeded");
+    assert_eq!(
+        (error["meter"].clone(), error["included"].clone(), error["used"].clone()),
+        (json!("voice_minutes"), json!(0), json!(0))
+    );
+    assert!(error["reset_at"].as_f64().expect("reset_at") > 1.7e9);
+    set(|s| {
+        s.monthly_quota_minutes = None;
+        s.entitled_providers = Some(vec!["provider_b".into()]);
+        s.plan = "starter".into();
+    })
+    .await;
+    let error = t.post("/realtime/session/start", Some(&key), body.clone()).await.expect_error(403);
+    assert_eq!(error["code"], "provider_not_entitled");
+    assert_eq!(
+        (
+            error["provider"].clone(),
+            error["allowed_providers"].clone(),
+            error["plan"].clone(),
+            error["upgrade_path"].clone()
+        ),
+        (json!("provider_a"), json!(["provider_b"]), json!("starter"), json!("/billing/plans"))
+    );
+    t.post("/realtime/session/start", Some(&key), inline(json!({"model": "provider_b"}))).await.expect(200);
+    set(|s| {
+        s.entitled_providers = None;
+        s.max_concurrent_sessions = Some(1);
+    })
+    .await;
+    let error = t.post("/realtime/session/start", Some(&key), body.clone()).await.expect_error(429);
+    assert_eq!(
+        (error["code"].clone(), error["limit"].clone(), error["active"].clone()),
+        (json!("concurrent_session_limit"), json!(1), json!(1))
+    );
+
+    // No voice stack for the resolved provider: 503 without a code.
+    let bare = TestApp::new(Backend::Sqlite).await;
+    let ws = bare.workspace("acme").await;
+    let key = bare.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let error = bare.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect_error(503);
+    assert!(error.get("code").is_none());
+}
+
+async fn a_start_inserts_mints_and_dispatches(t: (TestApp, Arc<Recorder>)) {
+    let (t, recorder) = t;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart, Scope::RealtimeRead]).await;
+    let started = t
+        .post(
+            "/realtime/session/start",
+            Some(&key),
+            inline(json!({"tools": [{"kind": "end_call"}, {"kind": "web_search"}, {"kind": "client", "name": "lookup_order", "description": "Find an order", "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]})),
+        )
+        .await
+        .expect(200);
+    assert_eq!(started["livekit_url"], "ws://localhost:8080/room");
+    let session_id = started["session_id"].as_str().expect("id");
+    assert!(svc_domain::requests::is_uuid(session_id));
+    let claims = t.app.room.verify(started["token"].as_str().expect("token")).expect("a valid LiveKit token");
+    assert_eq!(claims.video.room, started["room_name"].as_str().expect("room"));
+    assert!(
+        claims.video.room_join && claims.video.can_publish == Some(true) && claims.video.can_publish_data == Some(true)
+    );
+    for phase in [
+        "version_check_ms",
+        "project_check_ms",
+        "provider_resolve_ms",
+        "db_insert_ms",
+        "mint_tokens_ms",
+        "dispatch_ms",
+        "total_ms",
+        "resolve_ms",
+    ] {
+        assert!(started["timings"][phase].as_f64().is_some_and(|ms| ms >= 0.0), "{phase}");
+    }
+    let total = started["timings"]["total_ms"].as_f64().expect("total");
+    assert!(total >= started["timings"]["db_insert_ms"].as_f64().expect("insert"), "total covers the phases");
+
+    let record = t.get(&format!("/sessions/{session_id}"), Some(&key)).await.expect(200);
+    assert_eq!((record["status"].clone(), record["provider"].clone()), (json!("active"), json!("provider_a")));
+    let dispatched = recorder.sessions.lock().expect("lock").clone();
+    assert_eq!(dispatched.len(), 1);
+    assert_eq!(dispatched[0].session_id, session_id);
+    let resolved = &dispatched[0].session;
+    assert_eq!(resolved.rejected_tools.len(), 1, "web_search is not configured here");
+    assert_eq!(resolved.rejected_tools[0].name, "web_search");
+    assert_eq!(resolved.agent.tools.len(), 2);
+    assert_eq!(resolved.ready_agent(), Value::Null, "inline agents report null");
+    let stored = t.app.store.session_config(session_id).await.expect("config").expect("stored");
+    assert_eq!(stored["agent"]["instructions"], "Be brief.");
+    assert_eq!(stored["model"]["alias"], "provider_a");
+}
+
+async fn session_params_resolve_to_effective_values(t: (TestApp, Arc<Recorder>)) {
+    let (t, recorder) = t;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let mut body = inline(json!({}));
+    body["session"] = json!({"max_session_seconds": 600, "store_recording": false, "store_transcript": true, "store_video": true,
+                             "experimental": {"avatar": {"provider": "avatar_vendor", "avatar_id": "a1"}}});
+    t.post("/realtime/session/start", Some(&key), body).await.expect(200);
+    body = inline(json!({"audio": {"noise_cancellation": true}}));
+    t.post("/realtime/session/start", Some(&key), body).await.expect(200);
+    let sessions = recorder.sessions.lock().expect("lock").clone();
+    let first = &sessions[0].session;
+    assert_eq!(first.max_session_seconds, Some(600));
+    assert_eq!(
+        (first.store.audio, first.store.transcript, first.store.video),
+        (false, true, false),
+        "video has no consent"
+    );
+    assert_eq!(first.avatar, None);
+    assert_eq!(first.warnings, vec!["avatar_disabled".to_owned()]);
+    let second = &sessions[1].session;
+    assert_eq!(second.max_session_seconds, Some(14_400), "the server cap applies when none is requested");
+    assert_eq!(serde_json::to_value(second.agent.audio).expect("json")["noise_cancellation"], "voice_focus");
+}
+
+async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Recorder>)) {
+    let (t, recorder) = t;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let body =
+        start_body(json!({"type": "catalog", "name": "svc-receptionist", "inputs": {"business_name": "Rosa's Bakery"},
+                                 "voice": {"name": "Kore"}}));
+    t.post("/realtime/session/start", Some(&key), body.clone()).await.expect(200);
+    let own = AgentConfig {
+        instructions: Some("Our own receptionist for {{business_name}}.".into()),
+        ..AgentConfig::default()
+    };
+    t.app.store.create_agent(&ws.id, "svc-receptionist", None, &own, 1).await.expect("agent");
+    t.post("/realtime/session/start", Some(&key), body).await.expect(200);
+    let tools_override = start_body(json!({"type": "catalog", "name": "svc-receptionist", "tools": []}));
+    t.post("/realtime/session/start", Some(&key), tools_override).await.expect(200);
+    let sessions = recorder.sessions.lock().expect("lock").clone();
+    let builtin = &sessions[0].session;
+    assert!(builtin.agent.instructions.contains("receptionist of Rosa's Bakery"), "inputs are substituted");
+    assert_eq!(
+        builtin.agent.greeting.as_deref(),
+        Some("Hello, you've reached Rosa's Bakery. How can I help you today?")
+    );
+    assert_eq!(builtin.agent.voice.name.as_deref(), Some("Kore"));
+    assert_eq!(builtin.ready_agent(), json!({"name": "svc-receptionist", "tools": ["end_call"]}));
+    assert_eq!(
+        sessions[1].session.agent.instructions, "Our own receptionist for Rosa's Bakery.",
+        "the workspace agent wins"
+    );
+    assert_eq!(
+        sessions[2].session.ready_agent(),
+        json!({"name": "svc-receptionist", "tools": []}),
+        "catalog tools replace verbatim"
+    );
+    // Another workspace's agent is unknown here.
+    let other = t.workspace("beta").await;
+    t.app.store.create_agent(&other.id, "private-agent", None, &AgentConfig::default(), 1).await.expect("agent");
+    let error = t
+        .post("/realtime/session/start", Some(&key), start_body(json!({"type": "catalog", "name": "private-agent"})))
+        .await
+        .expect_error(422);
+    assert_eq!(error["code"], "unknown_agent");
+}
+
+async fn minted_tokens_start_in_their_own_project(t: (TestApp, Arc<Recorder>)) {
+    let (t, _) = t;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::UserTokensMint, Scope::RealtimeRead, Scope::ResourcesRead]).await;
+    let minted = t.minted(&key, "alice", &["realtime:read"]).await;
+    let jwt = minted["jwt"].as_str();
+    let request = TestApp::request("POST", "/realtime/session/start", jwt)
+        .header("content-type", "application/json")
+        .header("x-svc-sdk", "svc-js/2.0.0")
+        .body(axum::body::Body::from(json!({"agent": {"type": "inline"}}).to_string()))
+        .expect("request");
+    let started = t.send(request).await.expect(200);
+    let claims = t.app.room.verify(started["token"].as_str().expect("token")).expect("token");
+    assert_eq!(claims.sub, "alice", "the participant identity is the end user");
+    let id = started["session_id"].as_str().expect("id");
+    t.get(&format!("/sessions/{id}"), jwt).await.expect(200);
+    t.get(&format!("/sessions/{id}"), Some(&key)).await.expect_error(404);
+    // Minted tokens never qualify for svc delegation, whatever the minting key holds.
+    let error = t
+        .post(
+            "/realtime/session/start",
+            jwt,
+            inline(json!({"model": {"provider": "provider_b_live", "delegation": "svc"}})),
+        )
+        .await
+        .expect_error(403);
+    assert_eq!(error["code"], "svc_delegation_scope_required");
+    let starter = t.api_key(&ws, &[Scope::RealtimeStart, Scope::ResourcesRead]).await;
+    t.post(
+        "/realtime/session/start",
+        Some(&starter),
+        inline(json!({"model": {"provider": "provider_b_live", "delegation": "svc"}})),
+    )
+    .await
+    .expect(200);
+}
+
+async fn a_reserved_room_is_used_by_the_next_start(t: (TestApp, Arc<Recorder>)) {
+    let (t, _) = t;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let other_key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let prepared = t.post("/realtime/session/prepare-room", Some(&key), json!({})).await.expect(201);
+    let theirs = t.post("/realtime/session/start", Some(&other_key), inline(json!({}))).await.expect(200);
+    assert_ne!(theirs["room_name"], prepared["room_name"], "a reservation belongs to its credential");
+    let mine = t.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect(200);
+    assert_eq!(mine["room_name"], prepared["room_name"]);
+    let next = t.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect(200);
+    assert_ne!(next["room_name"], prepared["room_name"], "a reservation is consumed once");
+}
+
+async fn a_failed_dispatch_is_503_and_ends_the_session(t: (TestApp, Arc<Recorder>)) {
+    let (_, _) = t;
+    let failing = Arc::new(Recorder { fail: true, ..Recorder::default() });
+    let t = TestApp::with(Backend::Sqlite, all_providers, failing).await;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart, Scope::RealtimeRead]).await;
+    let error = t.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect_error(503);
+    assert!(error.get("code").is_none());
+    let listed = t.get("/sessions", Some(&key)).await.expect(200);
+    assert_eq!(listed[0]["status"], "error");
+    assert_eq!(t.app.store.count_live_sessions(&ws.id).await.expect("count"), 0);
+}
+
+async fn the_concurrency_gate_admits_exactly_the_limit_over_http(t: (TestApp, Arc<Recorder>)) {
+    let (t, recorder) = t;
+    let ws = t.workspace("acme").await;
+    let mut settings = ws.settings.clone();
+    settings.max_concurrent_sessions = Some(10);
+    t.app.store.update_workspace(&ws.id, &settings, None).await.expect("update");
+    let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    let t = Arc::new(t);
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let (t, key) = (t.clone(), key.clone());
+        tasks.push(tokio::spawn(async move { t.post("/realtime/session/start", Some(&key), inline(json!({}))).await }));
+    }
+    let (mut admitted, mut limited) = (0, 0);
+    for task in tasks {
+        let reply = task.await.expect("join");
+        match reply.status.as_u16() {
+            200 => admitted += 1,
+            429 => {
+                assert_eq!(reply.json()["error"]["code"], "concurrent_session_limit");
+                limited += 1;
+            }
+            other => panic!("unexpected {other}: {}", String::from_utf8_lossy(&reply.body)),
+        }
+    }
+    assert_eq!((admitted, limited), (10, 40));
+    assert_eq!(recorder.sessions.lock().expect("lock").len(), 10);
+}
