@@ -5,9 +5,8 @@ use svc_wire::ValidationIssue;
 use svc_wire::rest::AgentConfig;
 
 use crate::limits::{
-    AGENT_NAME_MAX_CHARS, CATALOG_TOOLS_MAX, EXTERNAL_USER_ID_MAX_CHARS, GREETING_MAX_CHARS, HOOKS_MAX,
-    INSTRUCTIONS_MAX_CHARS, SPEAKING_STYLE_MAX_CHARS, SUPPORT_MESSAGE_MAX_CHARS, SUPPORT_SUBJECT_MAX_CHARS,
-    TOKEN_TTL_DEFAULT_SECONDS, TOKEN_TTL_MAX_SECONDS, TOKEN_TTL_MIN_SECONDS,
+    AGENT_NAME_MAX_CHARS, EXTERNAL_USER_ID_MAX_CHARS, INSTRUCTIONS_MAX_CHARS, SUPPORT_MESSAGE_MAX_CHARS,
+    SUPPORT_SUBJECT_MAX_CHARS, TOKEN_TTL_DEFAULT_SECONDS, TOKEN_TTL_MAX_SECONDS, TOKEN_TTL_MIN_SECONDS,
 };
 use crate::parse::{Fields, Issues, body, index, key};
 use crate::{Scope, ScopeSet};
@@ -205,54 +204,32 @@ impl AgentParams {
     }
 }
 
-/// Checks the bounds of a stored agent configuration that hold regardless of model resolution.
+/// Checks a stored agent configuration with exactly the rules a start applies to an inline agent
+/// (so a configuration accepted here loads at start), reporting tool problems and over-long
+/// instructions as validation issues of the write.
 fn parse_agent_config(value: &Value, loc: &svc_wire::Loc, issues: &mut Issues) -> Option<AgentConfig> {
-    let mut fields = Fields::of(value, loc, issues)?;
-    fields.optional_string("instructions", INSTRUCTIONS_MAX_CHARS, issues);
-    fields.optional_string("greeting", GREETING_MAX_CHARS, issues);
-    match fields.raw("model") {
-        None | Some(Value::Null | Value::String(_) | Value::Object(_)) => {}
-        Some(_) => {
-            issues.push(&fields.loc_of("model"), "model_type", "Input should be a model string or provider object")
-        }
+    let mut tool_problems = Vec::new();
+    let mut instructions_too_long = false;
+    let parsed = crate::session_config::parse_inline_agent(
+        value,
+        loc,
+        false,
+        issues,
+        &mut tool_problems,
+        &mut instructions_too_long,
+    );
+    if instructions_too_long {
+        issues.push(
+            &key(loc, "instructions"),
+            "string_too_long",
+            format!("String should have at most {INSTRUCTIONS_MAX_CHARS} characters"),
+        );
     }
-    if let Some(voice) = fields.raw("voice").filter(|v| !v.is_null())
-        && let Some(mut voice_fields) = Fields::of(voice, &fields.loc_of("voice"), issues)
-    {
-        voice_fields.optional_string("name", 200, issues);
-        voice_fields.optional_string("speaking_style", SPEAKING_STYLE_MAX_CHARS, issues);
-        voice_fields.deny_unknown(issues);
+    for problem in tool_problems {
+        issues.push(&key(loc, "tools"), "invalid_tool_config", problem);
     }
-    if let Some(audio) = fields.raw("audio").filter(|v| !v.is_null()) {
-        Fields::of(audio, &fields.loc_of("audio"), issues);
-    }
-    if let Some(tools) = fields.optional_array("tools", issues) {
-        if tools.len() > CATALOG_TOOLS_MAX {
-            issues.push(
-                &fields.loc_of("tools"),
-                "too_long",
-                format!("List should have at most {CATALOG_TOOLS_MAX} items"),
-            );
-        }
-        for (position, tool) in tools.iter().enumerate() {
-            if !tool.get("kind").is_some_and(Value::is_string) {
-                issues.push(&key(&index(&fields.loc_of("tools"), position), "kind"), "missing", "Field required");
-            }
-        }
-    }
-    if let Some(level) = fields.raw("interruption_sensitivity").filter(|v| !v.is_null())
-        && !matches!(level.as_str(), Some("low" | "default" | "high"))
-    {
-        issues.push(&fields.loc_of("interruption_sensitivity"), "enum", "Input should be 'low', 'default' or 'high'");
-    }
-    if let Some(hooks) = fields.optional_array("hooks", issues)
-        && hooks.len() > HOOKS_MAX
-    {
-        issues.push(&fields.loc_of("hooks"), "too_long", format!("List should have at most {HOOKS_MAX} items"));
-    }
-    fields.deny_unknown(issues);
-    // The shape checks above passed for every field serde will see, so this decode only fails on
-    // a problem already recorded.
+    parsed?;
+    // The inline rules accepted every field, and `AgentConfig` holds exactly those fields.
     serde_json::from_value(value.clone()).ok()
 }
 
@@ -368,7 +345,7 @@ mod tests {
         .expect_err("invalid");
         assert_eq!(
             kinds(&issues),
-            ["string_pattern_mismatch", "string_too_long", "string_too_long", "missing", "enum", "extra_forbidden"]
+            ["string_pattern_mismatch", "string_too_long", "missing", "string_too_long", "enum", "extra_forbidden"]
         );
         let patch = AgentParams::parse_update(&json!({"description": null})).expect("valid patch");
         assert_eq!((patch.description, patch.config), (Some(None), None));

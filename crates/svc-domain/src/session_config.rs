@@ -340,7 +340,11 @@ pub fn parse_inline_agent(
     };
     let tools = match fields.raw("tools") {
         None | Some(Value::Null) => Vec::new(),
-        Some(value) => parse_tools(value, &fields.loc_of("tools"), INLINE_TOOLS_MAX, issues, tool_problems),
+        // A stored catalog configuration may carry as many tools as a catalog start.
+        Some(value) => {
+            let max = if has_type { INLINE_TOOLS_MAX } else { CATALOG_TOOLS_MAX };
+            parse_tools(value, &fields.loc_of("tools"), max, issues, tool_problems)
+        }
     };
     let greeting = fields.optional_string("greeting", GREETING_MAX_CHARS, issues).map(str::to_owned);
     let interruption_sensitivity = match fields.raw("interruption_sensitivity") {

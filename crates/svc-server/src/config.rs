@@ -483,10 +483,47 @@ mod tests {
             ConfigArgs { jwt_secret: Some("short".into()), ..Default::default() },
             ConfigArgs { log: Some("[[[".into()), ..Default::default() },
             ConfigArgs { default_provider: Some("provider_z".into()), ..Default::default() },
+            ConfigArgs { room_url: Some("ftp://x/room".into()), ..Default::default() },
+            ConfigArgs { room_api_secret: Some("short".into()), ..Default::default() },
+            ConfigArgs { max_session_seconds: Some("59".into()), ..Default::default() },
+            ConfigArgs { max_session_seconds: Some("14401".into()), ..Default::default() },
+            ConfigArgs { server_tools: Some("end_call,teleport".into()), ..Default::default() },
+            ConfigArgs { sdk_floors: Some("svc-js".into()), ..Default::default() },
+            ConfigArgs { sdk_floors: Some("svc-js=one.two".into()), ..Default::default() },
+            ConfigArgs { model_catalog: Some("/nonexistent/models.toml".into()), ..Default::default() },
         ];
         for args in cases {
             assert!(matches!(resolve(args.clone()), Err(ConfigError::Invalid { .. })), "{args:?}");
         }
+    }
+
+    #[test]
+    fn start_settings() {
+        let config = resolve(ConfigArgs {
+            public_url: Some("https://voice.example.com".into()),
+            max_session_seconds: Some("none".into()),
+            server_tools: Some("end_call, web_search".into()),
+            sdk_floors: Some("svc-js=1.4, svc-python=v2.0.1-beta".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(config.room.url.as_str(), "wss://voice.example.com/room");
+        assert_eq!(config.max_session_seconds, None);
+        assert_eq!(config.server_tools, ["end_call", "web_search"]);
+        assert_eq!(config.sdk_floors[0].min_version, (1, 4, 0));
+        assert_eq!(config.sdk_floors[1].min_version, (2, 0, 1));
+        let defaults = resolve(ConfigArgs::default()).expect("valid");
+        assert_eq!(defaults.room.url.as_str(), "ws://127.0.0.1:8080/room");
+        assert_eq!(defaults.max_session_seconds, Some(DEFAULT_MAX_SESSION_SECONDS));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = dir.path().join("models.toml");
+        std::fs::write(&catalog, "default_alias = \"provider_a\"\n").expect("write");
+        let error =
+            resolve(ConfigArgs { model_catalog: Some(catalog), ..Default::default() }).expect_err("incomplete catalog");
+        assert!(error.to_string().contains("--model-catalog"), "{error}");
+        assert_eq!(parse_version("1.2.3"), Some((1, 2, 3)));
+        assert_eq!(parse_version("1.2.3.4"), None);
+        assert_eq!(parse_version("x"), None);
     }
 
     #[test]

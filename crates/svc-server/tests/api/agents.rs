@@ -51,11 +51,12 @@ async fn agents_crud_with_roles(t: TestApp) {
 async fn agent_bodies_are_validated(t: TestApp) {
     let ws = t.workspace("acme").await;
     let editor = t.user_token(&t.user(&ws, "ed@acme.test", &["admin"], &[]).await).await;
+    let hook = json!({"trigger": "user.speech.timeout", "timeout_seconds": 20, "action": {"type": "say", "text": "Still there?"}});
     let error = t
         .post(
             "/agents",
             Some(&editor),
-            json!({"name": "Front Desk", "config": {"instructions": "x".repeat(131_073), "hooks": vec![json!({}); 17], "unknown": 1}}),
+            json!({"name": "Front Desk", "config": {"instructions": "x".repeat(131_073), "hooks": vec![hook; 17], "unknown": 1}}),
         )
         .await
         .expect_error(422);
@@ -64,11 +65,22 @@ async fn agent_bodies_are_validated(t: TestApp) {
         locs,
         vec![
             json!(["body", "name"]),
-            json!(["body", "config", "instructions"]),
             json!(["body", "config", "hooks"]),
-            json!(["body", "config", "unknown"])
+            json!(["body", "config", "unknown"]),
+            json!(["body", "config", "instructions"])
         ]
     );
     t.post("/agents", Some(&editor), json!({"name": "a".repeat(101)})).await.expect_error(422);
+    // Tool and model rules are the start's own: a config accepted here loads at start.
+    let error = t
+        .post(
+            "/agents",
+            Some(&editor),
+            json!({"name": "tooly", "config": {"tools": [{"kind": "server"}], "model": {"provider": "provider_z"}}}),
+        )
+        .await
+        .expect_error(422);
+    let kinds: Vec<_> = error["errors"].as_array().expect("errors").iter().map(|e| e["type"].clone()).collect();
+    assert!(kinds.contains(&json!("invalid_tool_config")) && kinds.contains(&json!("union_tag_invalid")), "{error}");
     t.post("/agents", Some(&editor), json!({"name": "ok-name"})).await.expect(201);
 }
