@@ -294,18 +294,21 @@ impl Store {
     /// Atomic under concurrency on both backends: SQLite runs the count and the insert as one
     /// statement (SQLite serializes writers), Postgres takes a row lock on the workspace first, so
     /// N simultaneous starts against a limit of L admit exactly L.
+    ///
+    /// `events` open the session's timeline in the same transaction.
     pub async fn insert_session_within_limit(
         &self,
         session: &NewSession<'_>,
         limit: Option<u32>,
+        events: &[NewTimelineEvent],
     ) -> StoreResult<Admission> {
-        let Some(limit) = limit else {
-            self.insert_session(session).await?;
-            return Ok(Admission::Admitted);
-        };
         let mut tx = self.pool.begin().await?;
-        let inserted = match self.backend {
-            crate::Backend::Postgres => {
+        let inserted = match (self.backend, limit) {
+            (_, None) => {
+                insert_session_in(&mut tx, session).await?;
+                true
+            }
+            (crate::Backend::Postgres, Some(limit)) => {
                 sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
                     .bind(session.workspace_id)
                     .execute(&mut *tx)
@@ -318,7 +321,7 @@ impl Store {
                     false
                 }
             }
-            crate::Backend::Sqlite => {
+            (crate::Backend::Sqlite, Some(limit)) => {
                 let done = sqlx::query(
                     "INSERT INTO sessions (id, workspace_id, project_id, source, status, usage_status, started_us, \
                      ended_us, provider, model, title, room_name, config, created_us, heartbeat_us) \
@@ -346,6 +349,7 @@ impl Store {
             }
         };
         let outcome = if inserted {
+            insert_events_in(&mut tx, session.id, 0, events).await?;
             Admission::Admitted
         } else {
             Admission::LimitReached { active: count_live_in(&mut tx, session.workspace_id).await? }
@@ -415,6 +419,19 @@ impl Store {
             .execute(&self.pool)
             .await?;
             if done.rows_affected() > 0 {
+                let next: i64 =
+                    sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
+                        .bind(&id)
+                        .fetch_one(&self.pool)
+                        .await?;
+                let ended = NewTimelineEvent {
+                    ts_us: now_us,
+                    kind: "session.ended".to_owned(),
+                    data: serde_json::json!({"reason": "heartbeat_lost", "status": "error"}),
+                };
+                let mut tx = self.pool.begin().await?;
+                insert_events_in(&mut tx, &id, next, std::slice::from_ref(&ended)).await?;
+                tx.commit().await?;
                 reaped.push(id);
             }
         }

@@ -366,7 +366,7 @@ async fn the_concurrency_gate_admits_exactly_the_limit(store: Store) {
     for id in &ids {
         let (store, ws, project, id) = (store.clone(), ws.clone(), project.clone(), id.clone());
         tasks.push(tokio::spawn(async move {
-            store.insert_session_within_limit(&live_session(&id, &ws, &project, T0), Some(10)).await
+            store.insert_session_within_limit(&live_session(&id, &ws, &project, T0), Some(10), &[]).await
         }));
     }
     let mut admitted = 0;
@@ -383,9 +383,14 @@ async fn the_concurrency_gate_admits_exactly_the_limit(store: Store) {
         store.list_sessions(SessionFilter { project_id: &project, before_us: None, limit: 1 }).await.expect("list");
     store.finish_session(&live[0].id, "completed", T0 + 1, None).await.expect("finish");
     let next = live_session("gate-next", &ws, &project, T0);
-    assert_eq!(store.insert_session_within_limit(&next, Some(10)).await.expect("insert"), Admission::Admitted);
+    let started = NewTimelineEvent { ts_us: T0, kind: "session.started".into(), data: serde_json::json!({}) };
+    assert_eq!(
+        store.insert_session_within_limit(&next, Some(10), std::slice::from_ref(&started)).await.expect("insert"),
+        Admission::Admitted
+    );
+    assert_eq!(store.timeline("gate-next").await.expect("timeline")[0].kind, "session.started");
     let unlimited = live_session("gate-free", &ws, &project, T0);
-    assert_eq!(store.insert_session_within_limit(&unlimited, None).await.expect("insert"), Admission::Admitted);
+    assert_eq!(store.insert_session_within_limit(&unlimited, None, &[]).await.expect("insert"), Admission::Admitted);
 }
 
 async fn voice_seconds_count_ended_live_sessions_only(store: Store) {
@@ -419,5 +424,6 @@ async fn stale_sessions_are_reaped_and_heartbeats_keep_them_alive(store: Store) 
         ("error", "unavailable", Some(T0 + 120_000_000))
     );
     assert!(!store.touch_session("old", T0 + 130_000_000).await.expect("touch"), "an ended session stays ended");
+    assert_eq!(store.timeline("old").await.expect("timeline")[0].data["reason"], "heartbeat_lost");
     assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 2);
 }

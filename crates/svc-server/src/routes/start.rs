@@ -16,7 +16,7 @@ use svc_domain::builtin::builtin_agent;
 use svc_domain::model::ModelError;
 use svc_domain::session_config::{AgentRequest, Sdk, StartParseError, parse_start};
 use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, StartRejection, resolve_start};
-use svc_store::{Admission, NewSession};
+use svc_store::{Admission, NewSession, NewTimelineEvent};
 use svc_wire::rest::{SessionConfigDoc, StartResponse, StartTimings};
 use svc_wire::{ErrorCode, LocSegment};
 
@@ -119,6 +119,20 @@ pub(crate) async fn start_session(
     };
     let config = serde_json::to_value(&resolved).map_err(|error| ApiError::Internal(error.into()))?;
     let limit = caller.workspace.settings.max_concurrent_sessions;
+    let opened = NewTimelineEvent {
+        ts_us: now,
+        kind: "session.started".to_owned(),
+        data: json!({
+            "provider": resolved.model.alias.as_str(),
+            "model": resolved.model.model_id,
+            "room_name": room_name,
+            "agent": {"kind": resolved.agent.kind, "name": resolved.agent.name},
+            "sdk": resolved.sdk,
+            "credential": credential_id,
+            "rejected_tools": resolved.rejected_tools,
+            "max_session_seconds": resolved.max_session_seconds,
+        }),
+    };
     let admission = app
         .store
         .insert_session_within_limit(
@@ -139,6 +153,7 @@ pub(crate) async fn start_session(
                 now_us: now,
             },
             limit,
+            std::slice::from_ref(&opened),
         )
         .await?;
     if let Admission::LimitReached { active } = admission {

@@ -569,6 +569,10 @@ async fn a_start_inserts_mints_and_dispatches(t: (TestApp, Arc<Recorder>)) {
     assert_eq!(resolved.rejected_tools[0].name, "web_search");
     assert_eq!(resolved.agent.tools.len(), 2);
     assert_eq!(resolved.ready_agent(), Value::Null, "inline agents report null");
+    let timeline = t.app.store.timeline(session_id).await.expect("timeline");
+    assert_eq!(timeline[0].kind, "session.started");
+    assert_eq!(timeline[0].data["room_name"], started["room_name"]);
+    assert_eq!(timeline[0].data["rejected_tools"][0]["name"], "web_search");
     let stored = t.app.store.session_config(session_id).await.expect("config").expect("stored");
     assert_eq!(stored["agent"]["instructions"], "Be brief.");
     assert_eq!(stored["model"]["alias"], "provider_a");
