@@ -322,29 +322,13 @@ impl Store {
                 }
             }
             (crate::Backend::Sqlite, Some(limit)) => {
-                let done = sqlx::query(
+                let statement = sqlx::query(
                     "INSERT INTO sessions (id, workspace_id, project_id, source, status, usage_status, started_us, \
                      ended_us, provider, model, title, room_name, config, created_us, heartbeat_us) \
                      SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14 \
                      WHERE (SELECT COUNT(*) FROM sessions WHERE workspace_id = $2 AND status = 'active') < $15",
-                )
-                .bind(session.id)
-                .bind(session.workspace_id)
-                .bind(session.project_id)
-                .bind(session.source)
-                .bind(session.status)
-                .bind(session.usage_status)
-                .bind(session.started_us)
-                .bind(session.ended_us)
-                .bind(session.provider)
-                .bind(session.model)
-                .bind(session.title)
-                .bind(session.room_name)
-                .bind(session.config.map(to_json))
-                .bind(session.now_us)
-                .bind(i64::from(limit))
-                .execute(&mut *tx)
-                .await?;
+                );
+                let done = bind_new_session(statement, session).bind(i64::from(limit)).execute(&mut *tx).await?;
                 done.rows_affected() == 1
             }
         };
@@ -602,25 +586,14 @@ fn artifact_from_row(row: &AnyRow) -> StoreResult<ArtifactRecord> {
 }
 
 async fn insert_session_in(tx: &mut Transaction<'_, Any>, session: &NewSession<'_>) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO sessions (id, workspace_id, project_id, source, status, usage_status, started_us, ended_us, \
+    bind_new_session(
+        sqlx::query(
+            "INSERT INTO sessions (id, workspace_id, project_id, source, status, usage_status, started_us, ended_us, \
          provider, model, title, room_name, config, created_us, heartbeat_us) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)",
+        ),
+        session,
     )
-    .bind(session.id)
-    .bind(session.workspace_id)
-    .bind(session.project_id)
-    .bind(session.source)
-    .bind(session.status)
-    .bind(session.usage_status)
-    .bind(session.started_us)
-    .bind(session.ended_us)
-    .bind(session.provider)
-    .bind(session.model)
-    .bind(session.title)
-    .bind(session.room_name)
-    .bind(session.config.map(to_json))
-    .bind(session.now_us)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -687,6 +660,29 @@ async fn upsert_artifact_in(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Binds the fourteen columns of a new session, in the order both inserts list them
+/// (`$14` is used twice: creation time and first heartbeat).
+fn bind_new_session<'q>(
+    query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    session: &NewSession<'q>,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(session.id)
+        .bind(session.workspace_id)
+        .bind(session.project_id)
+        .bind(session.source)
+        .bind(session.status)
+        .bind(session.usage_status)
+        .bind(session.started_us)
+        .bind(session.ended_us)
+        .bind(session.provider)
+        .bind(session.model)
+        .bind(session.title)
+        .bind(session.room_name)
+        .bind(session.config.map(to_json))
+        .bind(session.now_us)
 }
 
 /// `INSERT INTO {target} VALUES ($1, …), (…), …` for `rows` rows of `columns` columns.
