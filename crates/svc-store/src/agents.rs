@@ -77,7 +77,7 @@ impl Store {
             .bind(&agent.config_json)
             .bind(now_us)
             .bind(now_us)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(|error| match StoreError::from(error) {
                 StoreError::Conflict(_) => StoreError::Conflict(format!("agent `{name}` already exists")),
@@ -122,7 +122,7 @@ impl Store {
         .bind(now_us)
         .bind(workspace_id)
         .bind(name)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -132,7 +132,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM agents WHERE workspace_id = $1 AND name = $2")
             .bind(workspace_id)
             .bind(name)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() > 0)
     }

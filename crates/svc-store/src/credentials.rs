@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use svc_domain::ScopeSet;
 use uuid::Uuid;
 
-use crate::{Store, StoreError, StoreResult};
+use crate::{Store, StoreError, StoreResult, WorkspaceRow};
 
 /// An API key as stored (the secret itself is not).
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +176,7 @@ impl Store {
             .bind(&key.label)
             .bind(key.created_us)
             .bind(key.revoked_us)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -188,6 +188,35 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(key_from_row).transpose()
+    }
+
+    /// The key whose lookup part is `lookup`, with its workspace and that workspace's default
+    /// project id: everything authentication needs, in one round trip.
+    pub async fn api_key_for_auth(&self, lookup: &str) -> StoreResult<Option<(ApiKeyRecord, WorkspaceRow, String)>> {
+        let row = sqlx::query(
+            "SELECT k.id, k.workspace_id, k.lookup, k.secret_hash, k.scopes, k.label, k.created_us, k.revoked_us, \
+             w.slug AS w_slug, w.name AS w_name, w.host AS w_host, w.settings AS w_settings, w.created_us AS w_created_us, \
+             p.id AS project_id \
+             FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id \
+             JOIN projects p ON p.workspace_id = w.id AND p.kind = 'default' WHERE k.lookup = $1",
+        )
+        .bind(lookup)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let key = key_from_row(&row)?;
+        let settings: String = row.try_get("w_settings")?;
+        let workspace = WorkspaceRow {
+            id: key.workspace_id.clone(),
+            slug: row.try_get("w_slug")?,
+            name: row.try_get("w_name")?,
+            host: row.try_get("w_host")?,
+            settings: crate::parse_json("workspaces.settings", &settings)?,
+            created_us: row.try_get("w_created_us")?,
+        };
+        Ok(Some((key, workspace, row.try_get("project_id")?)))
     }
 
     /// A workspace's keys, oldest first.
@@ -208,7 +237,7 @@ impl Store {
         .bind(now_us)
         .bind(workspace_id)
         .bind(key_id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -237,7 +266,7 @@ impl Store {
             .bind(user.roles.join(" "))
             .bind(user.capabilities.join(" "))
             .bind(now_us)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(|error| match StoreError::from(error) {
                 StoreError::Conflict(_) => StoreError::Conflict(format!("user `{email}` already exists")),
@@ -307,7 +336,7 @@ impl Store {
             .bind(project_id)
             .bind(external_user_id)
             .bind(now_us)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         }
         // Only reachable if the grant is revoked between our insert and our read three times over.
@@ -326,7 +355,7 @@ impl Store {
         .bind(token.user_id)
         .bind(token.actor_user_id)
         .bind(now_us)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         self.token_by_id(&id).await?.ok_or_else(|| StoreError::NotFound(format!("token {id}")))
     }
@@ -349,7 +378,7 @@ impl Store {
         .bind(workspace_id)
         .bind(id)
         .bind(kind.as_str())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() > 0)
     }

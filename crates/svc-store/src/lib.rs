@@ -83,10 +83,16 @@ impl From<sqlx::Error> for StoreError {
 /// Result alias of the store.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// The store: a connection pool plus the repositories (methods on this type, grouped by module).
+/// The store: connection pools plus the repositories (methods on this type, grouped by module).
+///
+/// Reads go to `pool`; writes go to `writer`. On SQLite the writer is a single connection, so
+/// concurrent writes queue in-process (fair, no sleeping) instead of contending for SQLite's one
+/// write lock through its busy handler, whose back-off sleeps turn contention into long tails;
+/// readers keep running in parallel under WAL. On Postgres both are the same pool.
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,
+    writer: AnyPool,
     backend: Backend,
 }
 
@@ -105,28 +111,38 @@ impl Store {
             return Err(StoreError::UnsupportedUrl(redact_url(url)));
         };
         let options = AnyConnectOptions::from_str(url).map_err(StoreError::Database)?;
-        let pool_options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(10));
-        let pool = match backend {
+        let (pool, writer) = match backend {
             Backend::Sqlite => {
-                pool_options
-                    // SQLite allows one writer at a time; a small pool avoids lock convoys.
-                    .max_connections(4)
-                    .after_connect(|conn, _meta| {
-                        Box::pin(async move {
-                            conn.execute(
-                                "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 10000; \
-                                 PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
-                            )
-                            .await?;
-                            Ok(())
+                let sqlite_pool = |connections: u32| {
+                    AnyPoolOptions::new()
+                        .acquire_timeout(Duration::from_secs(10))
+                        .max_connections(connections)
+                        .after_connect(|conn, _meta| {
+                            Box::pin(async move {
+                                conn.execute(
+                                    "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 10000; \
+                                     PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
+                                )
+                                .await?;
+                                Ok(())
+                            })
                         })
-                    })
-                    .connect_with(options)
-                    .await?
+                };
+                // The writer connects first so WAL mode is set before any reader opens the file.
+                let writer = sqlite_pool(1).connect_with(options.clone()).await?;
+                let readers = sqlite_pool(4).connect_with(options).await?;
+                (readers, writer)
             }
-            Backend::Postgres => pool_options.max_connections(16).connect_with(options).await?,
+            Backend::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .acquire_timeout(Duration::from_secs(10))
+                    .max_connections(16)
+                    .connect_with(options)
+                    .await?;
+                (pool.clone(), pool)
+            }
         };
-        let store = Store { pool, backend };
+        let store = Store { pool, writer, backend };
         store.migrate().await?;
         Ok(store)
     }
@@ -138,8 +154,8 @@ impl Store {
 
     async fn migrate(&self) -> StoreResult<()> {
         match self.backend {
-            Backend::Sqlite => sqlx::migrate!("migrations/sqlite").run(&self.pool).await?,
-            Backend::Postgres => sqlx::migrate!("migrations/postgres").run(&self.pool).await?,
+            Backend::Sqlite => sqlx::migrate!("migrations/sqlite").run(&self.writer).await?,
+            Backend::Postgres => sqlx::migrate!("migrations/postgres").run(&self.writer).await?,
         }
         Ok(())
     }
@@ -158,6 +174,7 @@ impl Store {
     /// Closes the pool, waiting for connections to be returned.
     pub async fn close(&self) {
         self.pool.close().await;
+        self.writer.close().await;
     }
 
     /// Returns the secret named `name`, storing `candidate` first if none exists yet.

@@ -43,7 +43,7 @@ impl Store {
         .bind(room_name)
         .bind(now_us)
         .bind(expires_us)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(RoomReservation { id, room_name: room_name.to_owned(), expires_us })
     }
@@ -76,7 +76,7 @@ impl Store {
                 sqlx::query("UPDATE room_reservations SET consumed_us = $1 WHERE id = $2 AND consumed_us IS NULL")
                     .bind(now_us)
                     .bind(&reservation.id)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
             if won.rows_affected() == 1 {
                 return Ok(Some(reservation));

@@ -209,7 +209,7 @@ fn session_from_row(row: &AnyRow) -> StoreResult<SessionRow> {
 impl Store {
     /// Inserts a session.
     pub async fn insert_session(&self, session: &NewSession<'_>) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         insert_session_in(&mut tx, session).await?;
         tx.commit().await?;
         Ok(())
@@ -224,7 +224,7 @@ impl Store {
         events: &[NewTimelineEvent],
         artifact: Option<&ArtifactRecord>,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         insert_session_in(&mut tx, session).await?;
         insert_turns_in(&mut tx, session.id, 0, turns).await?;
         insert_events_in(&mut tx, session.id, 0, events).await?;
@@ -302,7 +302,7 @@ impl Store {
         limit: Option<u32>,
         events: &[NewTimelineEvent],
     ) -> StoreResult<Admission> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let inserted = match (self.backend, limit) {
             (_, None) => {
                 insert_session_in(&mut tx, session).await?;
@@ -376,7 +376,7 @@ impl Store {
         let done = sqlx::query("UPDATE sessions SET heartbeat_us = $1 WHERE id = $2 AND status = 'active'")
             .bind(now_us)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -400,7 +400,7 @@ impl Store {
             .bind(now_us)
             .bind(&id)
             .bind(stale_before_us)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
             if done.rows_affected() > 0 {
                 let next: i64 =
@@ -413,7 +413,7 @@ impl Store {
                     kind: "session.ended".to_owned(),
                     data: serde_json::json!({"reason": "heartbeat_lost", "status": "error"}),
                 };
-                let mut tx = self.pool.begin().await?;
+                let mut tx = self.writer.begin().await?;
                 insert_events_in(&mut tx, &id, next, std::slice::from_ref(&ended)).await?;
                 tx.commit().await?;
                 reaped.push(id);
@@ -447,14 +447,14 @@ impl Store {
         .bind(usage.map(|u| u.agent_speaking_ms))
         .bind(usage.and_then(|u| u.tokens.as_ref()).map(to_json))
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() > 0)
     }
 
     /// Appends transcript turns after those already stored.
     pub async fn append_turns(&self, session_id: &str, turns: &[NewTurn]) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let next: i64 =
             sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcript_turns WHERE session_id = $1")
                 .bind(session_id)
@@ -486,7 +486,7 @@ impl Store {
 
     /// Appends timeline events after those already stored.
     pub async fn append_timeline(&self, session_id: &str, events: &[NewTimelineEvent]) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let next: i64 =
             sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
                 .bind(session_id)
@@ -518,7 +518,7 @@ impl Store {
 
     /// Records (or replaces) a session artifact.
     pub async fn upsert_artifact(&self, session_id: &str, artifact: &ArtifactRecord, now_us: i64) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         upsert_artifact_in(&mut tx, session_id, artifact, now_us).await?;
         tx.commit().await?;
         Ok(())
@@ -539,7 +539,7 @@ impl Store {
     /// Deletes a session of the project with everything that hangs off it. Returns the artifacts
     /// it had (so the caller can remove their files), or `None` if there was no such session.
     pub async fn delete_session(&self, project_id: &str, id: &str) -> StoreResult<Option<Vec<ArtifactRecord>>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let rows = sqlx::query(
             "SELECT a.kind, a.path, a.content_type, a.bytes FROM session_artifacts a \
              JOIN sessions s ON s.id = a.session_id WHERE s.project_id = $1 AND s.id = $2",

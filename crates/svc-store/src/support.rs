@@ -43,7 +43,7 @@ impl Store {
         .bind(request.contact_email)
         .bind(request.diagnostics.map(crate::to_json))
         .bind(now_us)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(id)
     }

@@ -87,7 +87,7 @@ impl Store {
             settings: WorkspaceSettings::default(),
             created_us: now_us,
         };
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO workspaces (id, slug, name, host, settings, created_us) VALUES ($1, $2, $3, $4, $5, $6)",
         )
@@ -155,7 +155,7 @@ impl Store {
             .bind(to_json(settings))
             .bind(host)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("workspace {id}")));
@@ -165,7 +165,7 @@ impl Store {
 
     /// Adds or updates a caller number.
     pub async fn upsert_caller_number(&self, workspace_id: &str, number: &str, active: bool) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         sqlx::query("DELETE FROM caller_numbers WHERE workspace_id = $1 AND number = $2")
             .bind(workspace_id)
             .bind(number)
@@ -186,7 +186,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM caller_numbers WHERE workspace_id = $1 AND number = $2")
             .bind(workspace_id)
             .bind(number)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -207,7 +207,7 @@ impl Store {
         sqlx::query("INSERT INTO do_not_call (workspace_id, number) VALUES ($1, $2) ON CONFLICT DO NOTHING")
             .bind(workspace_id)
             .bind(number)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -217,7 +217,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM do_not_call WHERE workspace_id = $1 AND number = $2")
             .bind(workspace_id)
             .bind(number)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -267,7 +267,7 @@ impl Store {
         .bind(external_user_id)
         .bind(format!("end user {external_user_id}"))
         .bind(now_us)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         let row = sqlx::query(&select).bind(workspace_id).bind(external_user_id).fetch_one(&self.pool).await?;
         project_from_row(&row)

@@ -184,8 +184,8 @@ fn unauthorized(detail: &str) -> ApiError {
 
 async fn authenticate_api_key(presented: &str, app: &App) -> ApiResult<Principal> {
     let lookup = api_key::lookup_of(presented).ok_or_else(|| unauthorized("Invalid API key"))?;
-    let key = match app.store.api_key_by_lookup(lookup).await {
-        Ok(Some(key)) => key,
+    let (key, workspace, project_id) = match app.store.api_key_for_auth(lookup).await {
+        Ok(Some(found)) => found,
         Ok(None) => return Err(unauthorized("Invalid API key")),
         // A key row whose scopes cannot be decoded: fail closed, as the spec requires.
         Err(StoreError::Corrupt(_)) => return Err(ApiError::missing_scope_information()),
@@ -197,12 +197,10 @@ async fn authenticate_api_key(presented: &str, app: &App) -> ApiResult<Principal
     if key.revoked_us.is_some() {
         return Err(unauthorized("API key has been revoked"));
     }
-    let workspace = app.store.workspace_by_id(&key.workspace_id).await?;
-    let project = app.store.default_project(&workspace.id).await?;
     Ok(Principal::Realtime(Caller {
         credential: RealtimeCredential::ApiKey { key_id: key.id },
         workspace,
-        project_id: project.id,
+        project_id,
         scopes: Some(key.scopes),
     }))
 }
