@@ -19,7 +19,7 @@
 //! Hooks ([`parse_hooks`], spec "Server hooks (SilenceTimeout)") have no typed code of their own,
 //! so every hook problem is a validation issue with its exact `loc`.
 //!
-//! No message echoes a payload value (descriptions, prompts, names that failed their pattern):
+//! No message echoes a payload value (descriptions, prompts, tool names; tools are named by position):
 //! request bodies carry prompts and personal data that must not reach logs. Object keys appear in
 //! messages and paths only when they look like identifiers; anything else shows as `<key>`.
 //!
@@ -333,7 +333,7 @@ pub fn parse_tools(
         };
         if let Some(name) = name {
             match first_use.get(&name) {
-                Some(first) => found.push(format!("tools[{position}] (`{name}`): name already used by tools[{first}]")),
+                Some(first) => found.push(format!("tools[{position}]: name already used by tools[{first}]")),
                 None => {
                     first_use.insert(name, position);
                 }
@@ -379,10 +379,8 @@ fn parse_client_tool(
             None
         }
     };
-    let label = match &name {
-        Some(name) => format!("{bare} (`{name}`)"),
-        None => bare,
-    };
+    // Tools are named by position only: a name, even a valid one, is payload and is not echoed.
+    let label = bare;
     let before = found.len();
     let description = match map.get("description") {
         None => {
@@ -886,27 +884,24 @@ mod tests {
                 json!({"kind": "client", "name": 7, "description": "d"}),
                 vec!["tools[0]: `name` must be a string".into()],
             ),
-            (
-                json!({"kind": "client", "name": "lookup"}),
-                vec!["tools[0] (`lookup`): a client tool needs a `description`".into()],
-            ),
+            (json!({"kind": "client", "name": "lookup"}), vec!["tools[0]: a client tool needs a `description`".into()]),
             (
                 json!({"kind": "client", "name": "lookup", "description": ""}),
-                vec!["tools[0] (`lookup`): `description` must not be empty".into()],
+                vec!["tools[0]: `description` must not be empty".into()],
             ),
             (
                 json!({"kind": "client", "name": "lookup", "description": ["d"]}),
-                vec!["tools[0] (`lookup`): `description` must be a string".into()],
+                vec!["tools[0]: `description` must be a string".into()],
             ),
             (
                 json!({"kind": "client", "name": "lookup", "description": "d".repeat(2049)}),
-                vec!["tools[0] (`lookup`): `description` must be at most 2048 characters".into()],
+                vec!["tools[0]: `description` must be at most 2048 characters".into()],
             ),
             (json!({"kind": "client", "name": "lookup", "description": "é".repeat(2048)}), vec![]),
             (
                 client_with_parameters(json!({"type": "object", "additionalProperties": false})),
                 vec![
-                    "tools[0] (`lookup`): `/parameters/additionalProperties` is not an allowed keyword (allowed: \
+                    "tools[0]: `/parameters/additionalProperties` is not an allowed keyword (allowed: \
                       type, properties, required, items, enum, description)"
                         .into(),
                 ],
@@ -914,22 +909,22 @@ mod tests {
             (
                 client_with_parameters(nested_bad),
                 vec![
-                    "tools[0] (`lookup`): `/parameters/properties/a/properties/b/items/format` is not an allowed \
+                    "tools[0]: `/parameters/properties/a/properties/b/items/format` is not an allowed \
                       keyword (allowed: type, properties, required, items, enum, description)"
                         .into(),
                 ],
             ),
             (
                 client_with_parameters(json!({"type": "array", "items": {"type": "string"}})),
-                vec!["tools[0] (`lookup`): top-level `type` of `parameters` must be `object`".into()],
+                vec!["tools[0]: top-level `type` of `parameters` must be `object`".into()],
             ),
             (
                 client_with_parameters(json!({"properties": {}})),
-                vec!["tools[0] (`lookup`): top-level `type` of `parameters` must be `object`".into()],
+                vec!["tools[0]: top-level `type` of `parameters` must be `object`".into()],
             ),
             (
                 client_with_parameters(json!("object")),
-                vec!["tools[0] (`lookup`): `parameters` must be a JSON Schema object".into()],
+                vec!["tools[0]: `parameters` must be a JSON Schema object".into()],
             ),
             (
                 client_with_parameters(json!({"type": "object", "properties": {
@@ -937,26 +932,26 @@ mod tests {
                     "d": {"enum": "x"}, "e": {"description": 5}, "f": true, "g": {"items": [{"type": "string"}]}},
                     "required": ["a", 1]})),
                 vec![
-                    "tools[0] (`lookup`): `/parameters/properties/a/type` must be a JSON Schema type name or a \
+                    "tools[0]: `/parameters/properties/a/type` must be a JSON Schema type name or a \
                      non-empty array of them"
                         .into(),
-                    "tools[0] (`lookup`): `/parameters/properties/b/type` must be a JSON Schema type name or a \
+                    "tools[0]: `/parameters/properties/b/type` must be a JSON Schema type name or a \
                      non-empty array of them"
                         .into(),
-                    "tools[0] (`lookup`): `/parameters/properties/d/enum` must be an array".into(),
-                    "tools[0] (`lookup`): `/parameters/properties/e/description` must be a string".into(),
-                    "tools[0] (`lookup`): `/parameters/properties/f` must be a JSON Schema object".into(),
-                    "tools[0] (`lookup`): `/parameters/properties/g/items` must be a JSON Schema object".into(),
-                    "tools[0] (`lookup`): `/parameters/required` must be an array of strings".into(),
+                    "tools[0]: `/parameters/properties/d/enum` must be an array".into(),
+                    "tools[0]: `/parameters/properties/e/description` must be a string".into(),
+                    "tools[0]: `/parameters/properties/f` must be a JSON Schema object".into(),
+                    "tools[0]: `/parameters/properties/g/items` must be a JSON Schema object".into(),
+                    "tools[0]: `/parameters/required` must be an array of strings".into(),
                 ],
             ),
             (
                 client_with_parameters(json!({"type": "object", "properties": []})),
-                vec!["tools[0] (`lookup`): `/parameters/properties` must be an object of property schemas".into()],
+                vec!["tools[0]: `/parameters/properties` must be an object of property schemas".into()],
             ),
             (
                 json!({"kind": "client", "name": "lookup", "description": "d", "strict": true}),
-                vec!["tools[0] (`lookup`): field `strict` is not allowed on a client tool".into()],
+                vec!["tools[0]: field `strict` is not allowed on a client tool".into()],
             ),
             (json!({"kind": "server", "name": "x", "url": "u"}), vec!["tools[0]: kind `server` is retired".into()]),
             (json!({"kind": "catalog", "name": "x"}), vec!["tools[0]: kind `catalog` is reserved".into()]),
@@ -997,12 +992,12 @@ mod tests {
             [
                 "tools[1]: kind `server` is retired",
                 "tools[2]: `name` must match ^[a-z][a-z0-9_]{2,63}$",
-                "tools[3] (`lookup`): name already used by tools[0]",
-                "tools[5] (`web_search`): name already used by tools[4]",
+                "tools[3]: name already used by tools[0]",
+                "tools[5]: name already used by tools[4]",
                 "tools[6]: kind `catalog` is reserved",
-                "tools[7] (`web_search`): name already used by tools[4]",
-                "tools[8] (`lookup`): `description` must be a string",
-                "tools[8] (`lookup`): name already used by tools[0]",
+                "tools[7]: name already used by tools[4]",
+                "tools[8]: `description` must be a string",
+                "tools[8]: name already used by tools[0]",
             ]
         );
         assert_eq!(tool_names(&tools), ["lookup", "web_search"]);
@@ -1058,7 +1053,7 @@ mod tests {
             for via_items in [true, false] {
                 let deep = json!({"type": "object", "properties": {"a": nested(depth, via_items)}});
                 let (tools, _, problems) = run_tools(json!([client_with_parameters(deep)]), INLINE_TOOLS_MAX);
-                assert_eq!(problems, ["tools[0] (`lookup`): `parameters` nests schemas deeper than 32 levels"]);
+                assert_eq!(problems, ["tools[0]: `parameters` nests schemas deeper than 32 levels"]);
                 assert!(tools.is_empty());
             }
         }

@@ -219,12 +219,13 @@ fn parse_error(error: StartParseError) -> ApiError {
 
 fn rejection(rejection: StartRejection) -> ApiError {
     match rejection {
-        StartRejection::UnknownAgent(name) => {
-            ApiError::code(ErrorCode::UnknownAgent, format!("No agent named '{name}' in this workspace"))
+        // The requested name is payload and is not echoed; the client knows what it sent.
+        StartRejection::UnknownAgent(_) => {
+            ApiError::code(ErrorCode::UnknownAgent, "No catalog agent by that name in this workspace")
         }
-        StartRejection::AgentConfigUnavailable(name) => ApiError::code(
+        StartRejection::AgentConfigUnavailable(_) => ApiError::code(
             ErrorCode::AgentConfigUnavailable,
-            format!("The stored configuration of agent '{name}' could not be loaded"),
+            "The catalog agent's stored configuration could not be loaded",
         ),
         StartRejection::GreetingTooLong => ApiError::code(
             ErrorCode::GreetingTooLong,

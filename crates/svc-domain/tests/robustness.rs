@@ -1,0 +1,1468 @@
+//! Robustness of session-config parsing and session-start resolution, on stable and in CI: a
+//! deterministic xorshift generator mutates realistic start bodies (dropped, duplicated, retyped
+//! and swapped fields, huge strings, schemas and unknown fields nested hundreds of levels deep,
+//! numbers at their bounds, very long arrays) and every result must hold the properties that the
+//! cargo-fuzz target `fuzz/fuzz_targets/session_config.rs` checks: no panic, no stack overflow,
+//! typed errors that carry what they promise, and no message that echoes a string value sent in
+//! the request. See docs/FUZZING.md.
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+
+use serde_json::{Value, json};
+use svc_domain::limits::{CATALOG_TOOLS_MAX, GREETING_MAX_CHARS, HOOKS_MAX, INSTRUCTIONS_MAX_CHARS, char_len};
+use svc_domain::model::{Delegation, ModelCatalog};
+use svc_domain::requests::is_agent_handle;
+use svc_domain::session_config::{AgentRequest, StartParseError, StartRequest, parse_start};
+use svc_domain::settings::RecordingConsents;
+use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, StartRejection, resolve_start};
+use svc_domain::tools::{INLINE_TOOLS_MAX, ServerTool, ServerToolAvailability, TOOL_PROBLEMS_LISTED_MAX, ToolSpec};
+
+/// One input of the properties: what the fuzz target decodes from its bytes.
+#[derive(Debug, Clone)]
+struct Input {
+    selector: u8,
+    header: Option<String>,
+    body: Value,
+    stored: Value,
+}
+
+impl Input {
+    /// Decodes the fuzz target's input layout (docs/FUZZING.md): a selector byte, the header line
+    /// in header mode 7, then the body and an optional stored configuration as a JSON stream.
+    fn decode(data: &[u8]) -> Option<Input> {
+        let (&selector, rest) = data.split_first()?;
+        let (header, json) = match selector & 7 {
+            7 => {
+                let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+                (Some(String::from_utf8_lossy(&rest[..end]).into_owned()), rest.get(end + 1..).unwrap_or_default())
+            }
+            mode => (header(mode), rest),
+        };
+        let mut values = serde_json::Deserializer::from_slice(json).into_iter::<Value>();
+        let body = values.next()?.ok()?;
+        let stored = match values.next() {
+            Some(Ok(stored)) => stored,
+            _ => default_stored(),
+        };
+        Some(Input { selector, header, body, stored })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        check(&self.body, self.header.as_deref(), &self.stored, self.selector)
+    }
+}
+
+/// Checks `input` and panics with the violation and the input (cut) if a property fails.
+fn assert_holds(name: &str, input: &Input) {
+    if let Err(violation) = input.check() {
+        panic!("{name}: {violation}\ninput: {}", describe(input));
+    }
+}
+
+/// The input as the fuzz target's bytes would show it, cut to 2000 characters.
+fn describe(input: &Input) -> String {
+    let text = format!(
+        "selector {:#04x}, header {:?}, body {}, stored {}",
+        input.selector,
+        input.header.as_deref().map(|header| prefix(header, 100)),
+        input.body,
+        input.stored
+    );
+    prefix(&text, 2000).to_owned()
+}
+
+// ---- Shared checks: identical in fuzz/fuzz_targets/session_config.rs and
+// ---- crates/svc-domain/tests/robustness.rs; keep both copies in step (docs/FUZZING.md).
+
+/// Values of length at least this many characters must never appear in a message.
+const ECHO_MIN_CHARS: usize = 24;
+
+/// The `X-Svc-SDK` header of header modes 0 to 6 (mode 7 reads it from the input).
+fn header(mode: u8) -> Option<String> {
+    let header = match mode {
+        1 => "svc-python/1.4.2".to_owned(),
+        2 => "  svc-js / 2.3.0-beta.1 (node 22) ".to_owned(),
+        3 => "/".to_owned(),
+        4 => "no-slash-at-all".to_owned(),
+        5 => "a/".to_owned(),
+        6 => format!("{}/1", "n".repeat(101)),
+        _ => return None,
+    };
+    Some(header)
+}
+
+/// The stored catalog configuration used when the input carries none.
+fn default_stored() -> Value {
+    json!({
+        "instructions": "You are the receptionist of {{company}}. The caller is {{caller_name}}.",
+        "greeting": "Hello {{caller_name}}!",
+        "model": "provider_b",
+        "voice": {"name": "marin"},
+        "tools": [{"kind": "end_call"}, {"kind": "client", "name": "lookup", "description": "Looks a caller up."}],
+        "hooks": [{"trigger": "user.speech.timeout", "timeout_seconds": 10, "action": {"type": "end_call"}}]
+    })
+}
+
+/// What the server knows, chosen by the selector byte.
+struct Server {
+    tools: ServerToolAvailability,
+    caller_has_resources_read: bool,
+    consents: RecordingConsents,
+    avatar_enabled: bool,
+    server_max_session_seconds: Option<u32>,
+}
+
+fn server(selector: u8) -> Server {
+    let everything = selector & 0x80 != 0;
+    Server {
+        tools: if selector & 0x40 != 0 { ServerToolAvailability::all() } else { ServerToolAvailability::default() },
+        caller_has_resources_read: selector & 0x20 != 0,
+        consents: if everything {
+            RecordingConsents { audio: true, transcript: true, video: true }
+        } else {
+            RecordingConsents::default()
+        },
+        avatar_enabled: everything,
+        server_max_session_seconds: [None, Some(60), Some(14_400), Some(u32::MAX)][usize::from((selector >> 3) & 3)],
+    }
+}
+
+/// A text the caller or a log may see. `catalog` marks model-resolution messages, which may name
+/// model ids and aliases of the catalog (and nothing else the caller sent).
+struct Text {
+    text: String,
+    catalog: bool,
+}
+
+/// Runs parse and resolution once, checks the structural invariants, and returns every message.
+fn run(body: &Value, header: Option<&str>, stored: &Value, selector: u8) -> Result<Vec<Text>, String> {
+    let mut texts = Vec::new();
+    let plain = |text: &str| Text { text: text.to_owned(), catalog: false };
+    let request = match parse_start(body, header) {
+        Err(StartParseError::Validation(issues)) => {
+            if issues.is_empty() {
+                return Err("validation_error without any issue".to_owned());
+            }
+            for issue in &issues {
+                let loc =
+                    serde_json::to_value(&issue.loc).map_err(|error| format!("loc does not serialize: {error}"))?;
+                let segments = loc.as_array().cloned().unwrap_or_default();
+                if segments.first().and_then(Value::as_str) != Some("body") {
+                    return Err(format!("issue whose loc does not start with \"body\": {}", short(issue)));
+                }
+                if issue.kind.is_empty() || issue.msg.is_empty() {
+                    return Err(format!("issue without kind or message: {}", short(issue)));
+                }
+                texts.push(plain(&issue.kind));
+                texts.push(plain(&issue.msg));
+                texts.extend(segments.iter().filter_map(Value::as_str).map(plain));
+            }
+            return Ok(texts);
+        }
+        Err(StartParseError::InvalidToolConfig(problems)) => {
+            if problems.is_empty() {
+                return Err("invalid_tool_config without any problem".to_owned());
+            }
+            if problems.len() > TOOL_PROBLEMS_LISTED_MAX + 1 {
+                return Err(format!("{} tool problems listed, more than the cap", problems.len()));
+            }
+            if problems.iter().any(String::is_empty) {
+                return Err("empty tool problem".to_owned());
+            }
+            texts.extend(problems.iter().map(|problem| plain(problem)));
+            return Ok(texts);
+        }
+        Err(StartParseError::InstructionsTooLong) => return Ok(texts),
+        Ok(request) => request,
+    };
+    check_request(&request)?;
+    let server = server(selector);
+    let context = StartContext {
+        catalog: ModelCatalog::embedded(),
+        server_tools: &server.tools,
+        caller_has_resources_read: server.caller_has_resources_read,
+        consents: server.consents,
+        avatar_enabled: server.avatar_enabled,
+        server_max_session_seconds: server.server_max_session_seconds,
+    };
+    let requested_cap = request.session.max_session_seconds;
+    let result = match &request.agent {
+        AgentRequest::Inline(_) => resolve_start(request, CatalogLookup::NotApplicable, &context),
+        AgentRequest::Catalog(catalog) => {
+            let name = catalog.name.clone();
+            for lookup in [CatalogLookup::NotFound, CatalogLookup::NotApplicable] {
+                match resolve_start(request.clone(), lookup, &context) {
+                    Err(StartRejection::UnknownAgent(unknown)) if unknown == name => {}
+                    other => return Err(format!("catalog start without its agent: {}", short(&other))),
+                }
+            }
+            resolve_start(request, CatalogLookup::Found(stored), &context)
+        }
+    };
+    match result {
+        Err(StartRejection::Model(error)) => texts.push(Text { text: error.message().to_owned(), catalog: true }),
+        Err(_) => {}
+        Ok(session) => check_resolved(&session, requested_cap, &server)?,
+    }
+    Ok(texts)
+}
+
+/// Invariants of a schema-valid request.
+fn check_request(request: &StartRequest) -> Result<(), String> {
+    if request.sdk.name.is_empty() || request.sdk.version.is_empty() {
+        return Err(format!("empty sdk: {}", short(&request.sdk)));
+    }
+    if request.session.max_session_seconds.is_some_and(|cap| !(60..=14_400).contains(&cap)) {
+        return Err(format!("max_session_seconds out of range: {:?}", request.session.max_session_seconds));
+    }
+    match &request.agent {
+        AgentRequest::Inline(agent) => {
+            if agent.tools.len() > INLINE_TOOLS_MAX || agent.hooks.len() > HOOKS_MAX {
+                return Err(format!(
+                    "inline agent over its bounds: {} tools, {} hooks",
+                    agent.tools.len(),
+                    agent.hooks.len()
+                ));
+            }
+        }
+        AgentRequest::Catalog(agent) => {
+            if !is_agent_handle(&agent.name) {
+                return Err(format!("catalog handle accepted against its pattern: {:?}", agent.name));
+            }
+            if agent.tools.as_ref().is_some_and(|tools| tools.len() > CATALOG_TOOLS_MAX) {
+                return Err("catalog start over its tool bound".to_owned());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Invariants of a resolved session.
+fn check_resolved(session: &ResolvedSession, requested_cap: Option<u32>, server: &Server) -> Result<(), String> {
+    let cap = session.max_session_seconds;
+    let bounded_by = |limit: Option<u32>| limit.is_none_or(|limit| cap.is_some_and(|cap| cap <= limit));
+    if cap.is_some() != (requested_cap.is_some() || server.server_max_session_seconds.is_some())
+        || !bounded_by(requested_cap)
+        || !bounded_by(server.server_max_session_seconds)
+    {
+        return Err(format!("cap {cap:?} from {requested_cap:?} and {:?}", server.server_max_session_seconds));
+    }
+    let store = session.store;
+    let consents = server.consents;
+    if (store.audio && !consents.audio)
+        || (store.transcript && !consents.transcript)
+        || (store.video && !consents.video)
+    {
+        return Err(format!("store flags {store:?} wider than consents {consents:?}"));
+    }
+    if session.warnings.iter().any(|warning| warning != "avatar_disabled")
+        || (session.avatar.is_some() && !server.avatar_enabled)
+    {
+        return Err(format!("avatar {:?} with warnings {:?}", session.avatar.is_some(), session.warnings));
+    }
+    for tool in &session.agent.tools {
+        if let ToolSpec::Server(kind) = tool
+            && !server.tools.allows(*kind)
+        {
+            return Err(format!("unavailable server tool {kind} kept"));
+        }
+    }
+    for rejected in &session.rejected_tools {
+        if ServerTool::from_wire(&rejected.name).is_none_or(|kind| server.tools.allows(kind)) {
+            return Err(format!("tool rejected though runnable: {}", short(rejected)));
+        }
+    }
+    let delegated = matches!(session.model.delegation, Some(Delegation::Client | Delegation::Svc));
+    if delegated && !(session.agent.tools.is_empty() && session.rejected_tools.is_empty()) {
+        return Err("tools kept under client or svc delegation".to_owned());
+    }
+    if session.model.delegation == Some(Delegation::Svc) && !server.caller_has_resources_read {
+        return Err("svc delegation without resources:read".to_owned());
+    }
+    if !session.agent.audio.output && session.model.speech_to_speech_only {
+        return Err(format!("text-only session on speech-to-speech model {}", session.model.model_id));
+    }
+    if char_len(&session.agent.instructions) > INSTRUCTIONS_MAX_CHARS
+        || session.agent.greeting.as_deref().is_some_and(|greeting| char_len(greeting) > GREETING_MAX_CHARS)
+    {
+        return Err("instructions or greeting over their bound after resolution".to_owned());
+    }
+    if (session.agent.kind == "catalog") != session.agent.name.is_some() {
+        return Err(format!("agent kind {} with name {:?}", session.agent.kind, session.agent.name));
+    }
+    serde_json::to_string(session).map_err(|error| format!("resolved session does not serialize: {error}"))?;
+    session.ready_agent();
+    Ok(())
+}
+
+/// Every property: [`run`]'s invariants, and no message echoes a long string value of the input.
+///
+/// A string value of at least [`ECHO_MIN_CHARS`] characters found in a message is an echo unless
+/// it is part of an object key of the input (keys may be named in messages and `loc`s), or the
+/// message is a model-resolution message and the value is part of the catalog's vocabulary, or
+/// the message is fixed text: re-running with every occurrence of the value rotated (letters and
+/// digits shifted by one) still shows the original.
+fn check(body: &Value, header: Option<&str>, stored: &Value, selector: u8) -> Result<(), String> {
+    let texts = run(body, header, stored, selector)?;
+    let (values, keys) = strings(&[body, stored]);
+    let candidates: BTreeSet<&str> =
+        values.into_iter().chain(header).filter(|value| char_len(value) >= ECHO_MIN_CHARS).collect();
+    for candidate in candidates {
+        let Some(text) = texts
+            .iter()
+            .find(|text| shows(&text.text, candidate) && !(text.catalog && in_catalog_vocabulary(candidate)))
+        else {
+            continue;
+        };
+        if keys.iter().any(|key| key.contains(candidate)) {
+            continue;
+        }
+        let rotated = rotate(candidate);
+        if rotated != candidate {
+            let (mut body, mut stored) = (body.clone(), stored.clone());
+            replace_strings(&mut body, candidate, &rotated);
+            replace_strings(&mut stored, candidate, &rotated);
+            let header = header.map(|header| header.replace(candidate, &rotated));
+            let again = run(&body, header.as_deref(), &stored, selector)?;
+            if again.iter().any(|text| shows(&text.text, candidate)) {
+                continue;
+            }
+        }
+        return Err(format!(
+            "a message echoes a string value of the input ({} chars, starting {:?}): {:?}",
+            char_len(candidate),
+            prefix(candidate, 40),
+            prefix(&text.text, 300)
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `text` contains `value` as written, or as `{:?}` or JSON would escape it.
+fn shows(text: &str, value: &str) -> bool {
+    if text.len() < value.len() {
+        return false;
+    }
+    let debug = format!("{value:?}");
+    let json = serde_json::to_string(value).unwrap_or_default();
+    text.contains(value)
+        || text.contains(debug.trim_matches('"'))
+        || json.get(1..json.len().saturating_sub(1)).is_some_and(|json| text.contains(json))
+}
+
+/// Whether `value` is part of a model id, alias or other name of the embedded catalog.
+fn in_catalog_vocabulary(value: &str) -> bool {
+    let catalog = ModelCatalog::embedded();
+    catalog.models().iter().any(|model| model.id.contains(value))
+        || catalog.aliases().any(|(alias, entry)| {
+            alias.as_str().contains(value)
+                || entry.default_model.contains(value)
+                || entry.default_responses_model.as_deref().is_some_and(|model| model.contains(value))
+        })
+}
+
+/// Every string value and every object key under `roots`, without recursion.
+fn strings<'a>(roots: &[&'a Value]) -> (Vec<&'a str>, Vec<&'a str>) {
+    let (mut values, mut keys) = (Vec::new(), Vec::new());
+    let mut stack: Vec<&Value> = roots.to_vec();
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(text) => values.push(text.as_str()),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => {
+                keys.extend(map.keys().map(String::as_str));
+                stack.extend(map.values());
+            }
+            _ => {}
+        }
+    }
+    (values, keys)
+}
+
+/// Replaces `from` by `to` inside every string value (not key) under `root`, without recursion.
+fn replace_strings(root: &mut Value, from: &str, to: &str) {
+    let mut stack = vec![root];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(text) if text.contains(from) => *text = text.replace(from, to),
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            Value::Object(map) => stack.extend(map.values_mut()),
+            _ => {}
+        }
+    }
+}
+
+/// `value` with ASCII letters and digits shifted by one (`z` to `a`, `9` to `0`): same length,
+/// same character classes, different text.
+fn rotate(value: &str) -> String {
+    value
+        .chars()
+        .map(|c| match c {
+            'z' => 'a',
+            'Z' => 'A',
+            '9' => '0',
+            'a'..='y' | 'A'..='Y' | '0'..='8' => char::from(c as u8 + 1),
+            other => other,
+        })
+        .collect()
+}
+
+/// The first `chars` characters of `text`.
+fn prefix(text: &str, chars: usize) -> &str {
+    text.char_indices().nth(chars).map_or(text, |(end, _)| &text[..end])
+}
+
+/// `{:?}` of `value`, cut to 500 characters.
+fn short(value: &impl Debug) -> String {
+    let text = format!("{value:?}");
+    prefix(&text, 500).to_owned()
+}
+
+// ---- End of the shared checks.
+
+// ---- Seeds ------------------------------------------------------------------------------------
+
+/// The realistic seeds of `fuzz/corpus/session_config/`, byte for byte (the hostile and huge ones
+/// are built by [`generated_seeds`]). Each is a selector byte, the body and, for some catalog
+/// starts, the stored configuration.
+const SEEDS: &[(&str, &str)] = &[
+    (
+        "catalog-broken-stored",
+        r#"r{
+  "sdk": {"name": "curl", "version": "8"},
+  "agent": {"type": "catalog", "name": "front-desk-2", "inputs": {"x": "{{x}}{{x}}"}}
+}
+{"model": 42, "greeting": "{{x}}", "tools": {"kind": "end_call"}, "bogus": true}"#,
+    ),
+    (
+        "catalog-minimal",
+        r#"4{
+  "type": "session-config",
+  "agent": {"type": "catalog", "name": "a", "inputs": null, "tools": null, "voice": null}
+}"#,
+    ),
+    (
+        "catalog-with-inputs",
+        r#"q{
+  "type": "session-config",
+  "sdk": {"name": "svc-kotlin", "version": "3.0.0-rc.1"},
+  "agent": {
+    "type": "catalog",
+    "name": "svc-receptionist",
+    "inputs": {"company": "Harbor Dental", "caller_name": "Ada Lovelace", "weekday": "Tuesday"},
+    "tools": [
+      {"kind": "end_call"},
+      {"kind": "client", "name": "transfer_to_human", "description": "Hands over."}
+    ],
+    "voice": {"speaking_style": "Calm."}
+  },
+  "session": {"store_audio": true, "store_video": true}
+}
+{
+  "instructions": "You answer the phone for {{company}}. The caller is {{ caller_name }}; today is {{weekday}}. {{unknown}}",
+  "greeting": "Hello {{caller_name}}, thanks for calling {{company}}!",
+  "model": {"provider": "provider_b", "eagerness": "low"},
+  "voice": {"name": "marin", "speaking_style": "Friendly."},
+  "audio": {"output": true},
+  "tools": [{"kind": "detect_objects"}, {"kind": "point_at_object"}, {"kind": "screen_locate"}],
+  "hooks": [{"trigger": "user.speech.timeout", "timeout_seconds": 1, "action": {"type": "end_call"}}],
+  "interruption_sensitivity": "low"
+}"#,
+    ),
+    (
+        "header-from-input",
+        concat!(
+            "\x07svc-rust / 0.1.0 (linux; x86_64)\n",
+            r#"{"type": "session-config", "agent": {"type": "inline", "instructions": "hi"}}"#
+        ),
+    ),
+    (
+        "inline-model-string-header-sdk",
+        r#"1{
+  "type": "session-config",
+  "agent": {
+    "type": "inline",
+    "model": "gemini-2.5-flash-native-audio-preview-12-2025",
+    "model_options": {"provider": "provider_a", "end_of_speech_sensitivity": "low", "turn_detection": "server_vad"}
+  },
+  "session": null
+}"#,
+    ),
+    (
+        "inline-provider-a",
+        r#"0{
+  "type": "session-config",
+  "version": "2026-08",
+  "sdk": {"name": "svc-python", "version": "1.4.2"},
+  "agent": {
+    "type": "inline",
+    "instructions": "You are the front desk of Harbor Dental. Book, move and cancel appointments; never give medical advice.",
+    "model": {
+      "provider": "provider_a",
+      "model_id": "gemini-3.8-live-extended-thinking",
+      "temperature": 0.7,
+      "max_output_tokens": 2048,
+      "thinking_level": "low",
+      "include_thoughts": false,
+      "turn_detection": "svc_vad",
+      "svc_vad": {"pause_ms": 700, "prefix_ms": 120, "max_hold_ms": 3000}
+    },
+    "voice": {"name": "Puck", "speaking_style": "Warm, unhurried, smiles audibly."},
+    "audio": {"output": true, "noise_cancellation": "voice_focus"},
+    "tools": [
+      {
+        "kind": "client",
+        "name": "lookup_customer_by_phone_number",
+        "description": "Finds the patient record for a phone number in E.164 form.",
+        "parameters": {
+          "type": "object",
+          "properties": {
+            "phone": {"type": "string", "description": "E.164 number"},
+            "include_history": {"type": "boolean"}
+          },
+          "required": ["phone"]
+        }
+      },
+      {
+        "kind": "client",
+        "name": "book_slot",
+        "description": "Books an appointment slot.",
+        "parameters": {
+          "type": "object",
+          "properties": {
+            "slot": {
+              "type": "object",
+              "properties": {"start": {"type": "string"}, "minutes": {"type": "integer", "enum": [15, 30, 60]}},
+              "required": ["start"]
+            },
+            "reasons": {"type": "array", "items": {"type": ["string", "null"]}}
+          }
+        }
+      },
+      {"kind": "web_search"},
+      {"kind": "end_call"},
+      {"kind": "examine_image"}
+    ],
+    "greeting": "Harbor Dental, this is Ava. How can I help?",
+    "interruption_sensitivity": "high",
+    "hooks": [
+      {
+        "trigger": "user.speech.timeout",
+        "timeout_seconds": 8,
+        "action": {"type": "say", "text": "Are you still there?"},
+        "max_count": 2,
+        "reset_mode": "on_user_speech",
+        "name": "nudge"
+      },
+      {
+        "trigger": "user.speech.timeout",
+        "timeout_seconds": 30.5,
+        "action": {"type": "end_call", "farewell": "Goodbye!"}
+      }
+    ]
+  },
+  "session": {
+    "max_session_seconds": 1800,
+    "store_recording": true,
+    "store_audio": false,
+    "store_transcript": true,
+    "store_video": null,
+    "experimental": {
+      "resume_session_id": "0196A3B4-0000-7000-8000-00000000ABCD",
+      "avatar": {"provider": "avatar_vendor", "avatar_id": "ava-7", "quality": "high"}
+    }
+  }
+}"#,
+    ),
+    (
+        "inline-provider-b",
+        r#"1{
+  "type": "session-config",
+  "sdk": {"name": "svc-js", "version": "2.3.0"},
+  "agent": {
+    "type": "inline",
+    "instructions": "Answer billing questions for Acme Telecom.",
+    "model": {
+      "provider": "provider_b",
+      "model_id": "gpt-realtime-2.1",
+      "turn_detection": "server_vad",
+      "silence_duration_ms": 500,
+      "prefix_padding_ms": 300
+    },
+    "model_options": "provider_b",
+    "voice": {"name": "marin"},
+    "audio": {"noise_cancellation": true},
+    "tools": [
+      {
+        "kind": "client",
+        "name": "get_invoice",
+        "description": "Fetches an invoice by number.",
+        "parameters": {"type": "object", "properties": {"number": {"type": "string"}}}
+      },
+      {"kind": "speaker_log"}
+    ],
+    "interruption_sensitivity": "default"
+  },
+  "session": {"max_session_seconds": 60}
+}"#,
+    ),
+    (
+        "inline-provider-b-live",
+        r#"p{
+  "type": "session-config",
+  "sdk": {"name": "svc-python", "version": "1.5.0"},
+  "agent": {
+    "type": "inline",
+    "instructions": "Research assistant.",
+    "model": {
+      "provider": "provider_b_live",
+      "model_id": "gpt-live-1.1",
+      "responses_model": "gpt-5.6-luna",
+      "responses_instructions": "Think step by step, cite sources.",
+      "reasoning_effort": "medium",
+      "verbosity": "low",
+      "tool_choice": "auto",
+      "parallel_tool_calls": true,
+      "max_output_tokens": 32768,
+      "service_tier": "flex",
+      "delegation": "responses"
+    },
+    "tools": [{"kind": "web_search"}]
+  },
+  "session": {"max_session_seconds": 14400, "experimental": {"avatar": null, "resume_session_id": null}}
+}"#,
+    ),
+    (
+        "inline-provider-b-live-delegation",
+        r#"x{
+  "type": "session-config",
+  "sdk": {"name": "svc-js", "version": "2.3.0"},
+  "agent": {
+    "type": "inline",
+    "model": {"provider": "provider_b_live", "delegation": "svc", "max_output_tokens": 16},
+    "audio": {"output": true}
+  }
+}"#,
+    ),
+    (
+        "inline-provider-b-mini",
+        r#"2{
+  "type": "session-config",
+  "sdk": {"name": "svc-swift", "version": "0.9.1"},
+  "agent": {
+    "type": "inline",
+    "model": {"provider": "provider_b_mini", "model_id": "gpt-realtime-mini"},
+    "audio": {"output": false, "noise_cancellation": "denoise"},
+    "greeting": "Hi!",
+    "tools": []
+  },
+  "session": {"store_recording": false}
+}"#,
+    ),
+    (
+        "inline-provider-c",
+        r#"3{
+  "type": "session-config",
+  "sdk": {"name": "svc-go", "version": "0.2.0"},
+  "agent": {
+    "type": "inline",
+    "instructions": "Talk like a pirate.",
+    "model": {
+      "provider": "provider_c",
+      "model_id": "grok-voice-think-fast-1.0",
+      "turn_detection": "server_vad",
+      "silence_duration_ms": 0,
+      "prefix_padding_ms": 10000,
+      "reasoning_effort": "none",
+      "speed": 1.5,
+      "idle_timeout_ms": 600000
+    },
+    "voice": {"name": "eve", "speaking_style": "Gravelly."},
+    "interruption_sensitivity": "low",
+    "hooks": [
+      {
+        "trigger": "user.speech.timeout",
+        "timeout_seconds": 3600,
+        "action": {"type": "say", "prompt": "Re-engage gently."},
+        "max_count": 10,
+        "reset_mode": "never"
+      }
+    ]
+  }
+}"#,
+    ),
+    (
+        "legacy-flat",
+        r#"0{
+  "version": "1",
+  "sdk": {"name": "svc-js", "version": "1.3.9"},
+  "instructions": "You are helpful.",
+  "model": "provider_a",
+  "model_options": {"temperature": 0.5},
+  "voice": "Puck",
+  "audio": {"output": true},
+  "tools": [{"kind": "end_call"}],
+  "greeting": "Hi",
+  "interruption_sensitivity": "high",
+  "hooks": [],
+  "max_session_seconds": 600,
+  "persona": "x",
+  "system_prompt": "y"
+}"#,
+    ),
+    (
+        "numbers-at-bounds",
+        r#"2{
+  "type": "session-config",
+  "sdk": {"name": "n", "version": "0"},
+  "agent": {
+    "type": "inline",
+    "model": {
+      "provider": "provider_a",
+      "temperature": -0.0,
+      "max_output_tokens": 65537,
+      "silence_duration_ms": 10001,
+      "prefix_padding_ms": -1,
+      "svc_vad": {"pause_ms": 5000, "prefix_ms": 0, "max_hold_ms": 1e+308}
+    },
+    "hooks": [
+      {
+        "trigger": "user.speech.timeout",
+        "timeout_seconds": 0.9999999999999999,
+        "action": {"type": "end_call"}
+      },
+      {
+        "trigger": "user.speech.timeout",
+        "timeout_seconds": 3600.0000000001,
+        "action": {"type": "end_call"},
+        "max_count": 18446744073709551615
+      },
+      {
+        "trigger": "user.speech.timeout",
+        "timeout_seconds": -1e+308,
+        "action": {"type": "end_call"},
+        "max_count": -9223372036854775808
+      }
+    ]
+  },
+  "session": {
+    "max_session_seconds": 14401,
+    "store_audio": 0,
+    "experimental": {"resume_session_id": "not-a-uuid-but-exactly-36-chars-long"}
+  }
+}"#,
+    ),
+    (
+        "tool-problems",
+        r#"1{
+  "type": "session-config",
+  "sdk": {"name": "svc-python", "version": "1.4.2"},
+  "agent": {
+    "type": "inline",
+    "tools": [
+      {"kind": "server", "name": "weather"},
+      {"kind": "catalog", "name": "desk"},
+      {"kind": "client", "name": "Bad-Name", "description": "x"},
+      {"kind": "client", "name": "svc_internal_tool", "description": "y"},
+      {"kind": "client", "name": "svc_sdk_helper", "description": ""},
+      {
+        "kind": "client",
+        "name": "lookup",
+        "description": "d",
+        "x-extra": 1,
+        "weird key with spaces": 2
+      },
+      {"kind": "client", "name": "lookup", "description": "duplicate"},
+      {"kind": "web_search", "max_results": 3},
+      {"kind": "web_search"},
+      {"kind": "client", "name": "web_search", "description": "shadow"},
+      {
+        "kind": "client",
+        "name": "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq",
+        "description": 5,
+        "parameters": []
+      },
+      {
+        "kind": "client",
+        "name": "params_tool",
+        "description": "p",
+        "parameters": {
+          "type": "array",
+          "format": "x",
+          "required": [1],
+          "enum": {},
+          "description": 3,
+          "properties": {"a": {"type": "strin"}, "b": 5, "c": {"type": []}},
+          "items": "nope"
+        }
+      },
+      {"kind": "telepathy"},
+      7,
+      {"kind": 3},
+      {}
+    ],
+    "hooks": [
+      3,
+      {},
+      {
+        "trigger": "user.speech.start",
+        "timeout_seconds": "8",
+        "action": {"type": "transfer"},
+        "max_count": 0,
+        "reset_mode": "onUserSpeech",
+        "name": "",
+        "extra": 1
+      }
+    ]
+  }
+}"#,
+    ),
+];
+
+/// An object of `fields`, moving the values in (`json!` would serialize them again at every level,
+/// which makes deep nesting quadratic).
+fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(name, value)| (name.to_owned(), value)).collect())
+}
+
+/// A schema chain `levels` deep below a string schema, alternating `items` and `properties`.
+fn nested_schema(levels: usize) -> Value {
+    let mut schema = json!({"type": "string"});
+    for level in 0..levels {
+        schema = if level % 2 == 1 {
+            object([("type", json!("object")), ("properties", object([("a", schema)]))])
+        } else {
+            object([("type", json!("array")), ("items", schema)])
+        };
+    }
+    schema
+}
+
+/// Arrays and objects alternating, `levels` deep, around a string.
+fn nested_value(levels: usize) -> Value {
+    let mut value = json!("bottom");
+    for level in 0..levels {
+        value = if level % 2 == 1 { Value::Array(vec![value]) } else { object([("k", value)]) };
+    }
+    value
+}
+
+/// An input of `body` as the fuzz target sees it with `selector` (header modes 0 to 6).
+fn input(selector: u8, body: Value, stored: Option<Value>) -> Input {
+    Input { selector, header: header(selector & 7), body, stored: stored.unwrap_or_else(default_stored) }
+}
+
+/// The hostile and huge seeds of `fuzz/corpus/session_config/`, built instead of written out.
+fn generated_seeds() -> Vec<(&'static str, Input)> {
+    let tools: Vec<Value> = (0..200)
+        .map(|i| match i % 4 {
+            0 => json!({"kind": "client", "name": format!("tool_{:03}", i % 50), "description": "d"}),
+            1 => json!({"kind": "end_call"}),
+            2 => {
+                let properties: serde_json::Map<String, Value> =
+                    (0..3).map(|j| (format!("p{j}"), json!({"format": "x"}))).collect();
+                json!({"kind": "client", "name": format!("t{i}"), "description": "d",
+                       "parameters": {"type": "object", "properties": properties}})
+            }
+            _ => json!({"kind": "server"}),
+        })
+        .collect();
+    let hook = json!({"trigger": "user.speech.timeout", "timeout_seconds": 5, "action": {"type": "say", "text": "?"}});
+    let inputs: serde_json::Map<String, Value> =
+        (0..300).map(|i| (format!("k{i}"), json!("v".repeat(i % 7)))).collect();
+    let catalog_tools: Vec<Value> =
+        (0..300).map(|i| json!({"kind": "client", "name": format!("tool_{i:04}"), "description": "d"})).collect();
+    vec![
+        (
+            "hostile-deep-nesting",
+            input(
+                b'3',
+                json!({
+                    "type": "session-config", "sdk": {"name": "deep", "version": "1"},
+                    "agent": {"type": "inline", "tools": [{"kind": "client", "name": "deep_tool", "description": "deep",
+                              "parameters": {"type": "object", "properties": {"root": nested_schema(110)}}}],
+                              "unknown_deep": nested_value(100)},
+                    "session": {"experimental": {"avatar": {"provider": "avatar_vendor", "cfg": nested_value(110)}}},
+                    "extra_top": nested_value(100)
+                }),
+                None,
+            ),
+        ),
+        (
+            "huge-arrays",
+            input(
+                b'0',
+                json!({
+                    "type": "session-config", "sdk": {"name": "big", "version": "1"},
+                    "agent": {"type": "inline", "tools": tools, "hooks": vec![hook; 17], "greeting": "g".repeat(4001)},
+                    "session": {"experimental": {"avatar": {"provider": "avatar_vendor", "frames": (0..500).collect::<Vec<u32>>()}}}
+                }),
+                None,
+            ),
+        ),
+        (
+            "catalog-many-tools",
+            input(
+                b'q',
+                json!({
+                    "type": "session-config", "sdk": {"name": "big", "version": "1"},
+                    "agent": {"type": "catalog", "name": "bulk", "inputs": inputs, "tools": catalog_tools}
+                }),
+                Some(json!({"instructions": "{{k1}}".repeat(200), "tools": vec![json!({"kind": "web_search"}); 3]})),
+            ),
+        ),
+        (
+            "long-strings",
+            input(
+                b'0',
+                json!({
+                    "type": "session-config", "sdk": {"name": "s".repeat(100), "version": "v".repeat(65)},
+                    "agent": {"type": "inline", "greeting": "g".repeat(4001),
+                              "voice": {"name": "n".repeat(201), "speaking_style": "s".repeat(8193)},
+                              "tools": [{"kind": "client", "name": "a".repeat(64), "description": "d".repeat(2049)},
+                                        {"kind": "client", "name": "b".repeat(65), "description": "d".repeat(2048)}],
+                              "hooks": [{"trigger": "user.speech.timeout", "timeout_seconds": 5, "name": "h".repeat(65),
+                                         "action": {"type": "say", "text": "t".repeat(4097), "prompt": "p".repeat(4096)}}]}
+                }),
+                None,
+            ),
+        ),
+    ]
+}
+
+/// Every seed, decoded.
+fn seeds() -> Vec<(&'static str, Input)> {
+    let mut seeds: Vec<(&'static str, Input)> = SEEDS
+        .iter()
+        .map(|(name, data)| (*name, Input::decode(data.as_bytes()).unwrap_or_else(|| panic!("seed {name} decodes"))))
+        .collect();
+    seeds.extend(generated_seeds());
+    seeds
+}
+
+// ---- Generator --------------------------------------------------------------------------------
+
+/// xorshift64*: small, fast and the same on every platform.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    fn percent(&mut self, chance: usize) -> bool {
+        self.below(100) < chance
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+/// Field names of the session-config, a typo and a few odd keys.
+#[rustfmt::skip]
+const FIELD_NAMES: &[&str] = &[
+    "type", "version", "sdk", "name", "agent", "session", "instructions", "model", "model_options", "voice", "audio",
+    "tools", "greeting", "greting", "interruption_sensitivity", "hooks", "inputs", "kind", "description", "parameters",
+    "properties", "items", "required", "enum", "provider", "model_id", "temperature", "max_output_tokens",
+    "thinking_level", "include_thoughts", "turn_detection", "end_of_speech_sensitivity", "silence_duration_ms",
+    "prefix_padding_ms", "svc_vad", "pause_ms", "prefix_ms", "max_hold_ms", "eagerness", "responses_model",
+    "responses_instructions", "reasoning_effort", "verbosity", "tool_choice", "parallel_tool_calls", "service_tier",
+    "delegation", "speed", "idle_timeout_ms", "trigger", "timeout_seconds", "action", "text", "prompt", "farewell",
+    "max_count", "reset_mode", "max_session_seconds", "store_recording", "store_audio", "store_transcript",
+    "store_video", "experimental", "resume_session_id", "avatar", "output", "noise_cancellation", "speaking_style",
+    "persona", "system_prompt", "x-unknown", "", "with space", "émoji😀",
+];
+
+/// Words of the contract's vocabulary, so that mutated bodies keep reaching resolution.
+#[rustfmt::skip]
+const WORDS: &[&str] = &[
+    "session-config", "inline", "catalog", "client", "server", "web_search", "examine_image", "detect_objects",
+    "point_at_object", "screen_locate", "end_call", "speaker_log", "provider_a", "provider_b", "provider_b_mini",
+    "provider_b_live", "provider_c", "svc_vad", "server_vad", "semantic_vad", "low", "medium", "high", "auto", "none",
+    "minimal", "default", "flex", "priority", "required", "responses", "svc", "user.speech.timeout", "say", "never",
+    "on_user_speech", "off", "denoise", "voice_focus", "avatar_vendor", "gpt-live-1", "gpt-realtime-2.1",
+    "gemini-3.8-live-extended-thinking", "gemini-3.1-flash-live-preview", "grok-voice-3.0", "gpt-realtime-2.1-mini",
+    "object", "string", "array", "integer", "null", "0196a3b4-0000-7000-8000-000000000000", "svc-receptionist",
+    "{{company}}", "{{caller_name}}{{caller_name}}", "lookup_customer_by_phone_number", "svc_sdk_lookup_customer_account",
+    "svc_internal_lookup_tool_name", "", " ", "a/b", "Input should be a valid string",
+];
+
+/// Numbers at and around every bound of the contract, and extremes JSON can carry.
+#[rustfmt::skip]
+const NUMBERS: &[&str] = &[
+    "0", "-0", "-0.0", "1", "-1", "0.5", "0.9999999999999999", "1.0", "2", "2.0000001", "3", "10", "11", "15", "16",
+    "17", "59", "60", "60.0", "60.5", "61", "128", "129", "999", "1000", "1001", "3599", "3600", "3600.0000001",
+    "3601", "4999", "5000", "5001", "9999", "10000", "10001", "14399", "14400", "14401", "32767", "32768", "32769",
+    "65535", "65536", "65537", "599999", "600000", "600001", "0.7", "0.6999999", "1.5", "1.5000001", "4294967295",
+    "4294967296", "9223372036854775807", "-9223372036854775808", "18446744073709551615", "1e308", "-1e308",
+    "1.7976931348623157e308", "5e-324", "-5e-324", "1e-7", "123456789012345678901234567890",
+];
+
+/// Lengths at and around every string bound of the contract.
+const LENGTHS: &[usize] =
+    &[0, 1, 2, 3, 23, 24, 25, 36, 63, 64, 65, 100, 101, 200, 201, 2048, 2049, 4000, 4001, 4096, 4097, 8192, 8193];
+
+/// One step of a path into a value.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// The path of a random node of `root`: a random walk from the root that stops at each node with
+/// a chance of 15 in 100 (always at a leaf).
+fn random_path(rng: &mut Rng, root: &Value) -> Vec<Step> {
+    let mut path = Vec::new();
+    let mut node = root;
+    loop {
+        let size = match node {
+            Value::Array(items) => items.len(),
+            Value::Object(map) => map.len(),
+            _ => 0,
+        };
+        if size == 0 || rng.percent(15) {
+            return path;
+        }
+        let child = rng.below(size);
+        match node {
+            Value::Array(items) => {
+                path.push(Step::Index(child));
+                node = &items[child];
+            }
+            Value::Object(map) => {
+                let Some((key, value)) = map.iter().nth(child) else { return path };
+                path.push(Step::Key(key.clone()));
+                node = value;
+            }
+            _ => return path,
+        }
+    }
+}
+
+fn node_mut<'a>(root: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
+    let mut node = root;
+    for step in path {
+        node = match (step, node) {
+            (Step::Key(key), Value::Object(map)) => map.get_mut(key)?,
+            (Step::Index(i), Value::Array(items)) => items.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+fn node<'a>(root: &'a Value, path: &[Step]) -> Option<&'a Value> {
+    let mut node = root;
+    for step in path {
+        node = match (step, node) {
+            (Step::Key(key), Value::Object(map)) => map.get(key)?,
+            (Step::Index(i), Value::Array(items)) => items.get(*i)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+/// A string of `length` characters of one of several shapes: ASCII, two- and four-byte
+/// characters, placeholders, and valid-looking tool names (which pass the name rule when short).
+fn long_string(rng: &mut Rng, length: usize) -> String {
+    match rng.below(5) {
+        0 => "a".repeat(length),
+        1 => "é".repeat(length),
+        2 => "😀".repeat(length),
+        3 => "{{k1}}".repeat(length / 6 + 1).chars().take(length).collect(),
+        _ => {
+            let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789_";
+            (0..length).map(|i| if i == 0 { 'l' } else { char::from(*rng.pick(alphabet)) }).collect()
+        }
+    }
+}
+
+fn number(rng: &mut Rng) -> Value {
+    let text = rng.pick(NUMBERS);
+    serde_json::from_str(text).unwrap_or_else(|error| panic!("{text}: {error}"))
+}
+
+/// A value nested `levels` deep in one of several shapes.
+fn deep(rng: &mut Rng, levels: usize) -> Value {
+    match rng.below(4) {
+        0 => nested_schema(levels),
+        1 => nested_value(levels),
+        2 => {
+            let mut value = json!({"type": "string"});
+            for _ in 0..levels {
+                value = object([
+                    ("type", json!("object")),
+                    ("properties", object([("p", value)])),
+                    ("required", json!(["p"])),
+                ]);
+            }
+            value
+        }
+        _ => {
+            let mut value = Value::Null;
+            for _ in 0..levels {
+                value = Value::Array(vec![value]);
+            }
+            value
+        }
+    }
+}
+
+/// A scalar or container of a random type.
+fn any_value(rng: &mut Rng) -> Value {
+    match rng.below(8) {
+        0 => Value::Null,
+        1 => json!(rng.percent(50)),
+        2 => number(rng),
+        3 => json!(*rng.pick(WORDS)),
+        4 => json!([]),
+        5 => json!({}),
+        6 => json!([*rng.pick(WORDS), number(rng)]),
+        _ => json!({*rng.pick(FIELD_NAMES): *rng.pick(WORDS)}),
+    }
+}
+
+/// Applies one random mutation to `root`.
+fn mutate(rng: &mut Rng, root: &mut Value) {
+    let path = random_path(rng, root);
+    if rng.percent(15) {
+        mutate_list_entry(rng, root);
+        return;
+    }
+    let Some(target) = node(root, &path).cloned() else { return };
+    let parent_path = &path[..path.len().saturating_sub(1)];
+    match rng.below(14) {
+        // Drop the field or item.
+        0 => match (path.last(), node_mut(root, parent_path)) {
+            (Some(Step::Key(key)), Some(Value::Object(map))) => {
+                map.remove(key);
+            }
+            (Some(Step::Index(i)), Some(Value::Array(items))) => {
+                items.remove(*i);
+            }
+            _ => {}
+        },
+        // Duplicate it: a second array item, or the same value under another field name.
+        1 => match node_mut(root, parent_path) {
+            Some(Value::Array(items)) => {
+                let at = rng.below(items.len() + 1);
+                items.insert(at, target);
+            }
+            Some(Value::Object(map)) => {
+                map.insert((*rng.pick(FIELD_NAMES)).to_owned(), target);
+            }
+            _ => {}
+        },
+        // Retype it.
+        2 => {
+            if let Some(node) = node_mut(root, &path) {
+                *node = any_value(rng);
+            }
+        }
+        // Swap it with another node (unless one contains the other).
+        3 => {
+            let other = random_path(rng, root);
+            if !other.starts_with(&path)
+                && !path.starts_with(&other)
+                && let Some(other_value) = node(root, &other).cloned()
+            {
+                if let Some(node) = node_mut(root, &path) {
+                    *node = other_value;
+                }
+                if let Some(node) = node_mut(root, &other) {
+                    *node = target;
+                }
+            }
+        }
+        // A long string, now and then a huge one.
+        4 => {
+            let length = if rng.percent(3) { *rng.pick(&[131_072, 131_073, 200_000]) } else { *rng.pick(LENGTHS) };
+            let text = long_string(rng, length);
+            if let Some(node) = node_mut(root, &path) {
+                *node = json!(text);
+            }
+        }
+        // Deep nesting in place.
+        5 => {
+            let levels = *rng.pick(&[31, 32, 33, 64, 127, 128, 129, 200, 300]);
+            let value = deep(rng, levels);
+            if let Some(node) = node_mut(root, &path) {
+                *node = value;
+            }
+        }
+        // Deep `parameters` on an object (a client tool when it is one).
+        6 => {
+            let levels = *rng.pick(&[31, 32, 33, 100, 128, 300]);
+            let schema = object([("type", json!("object")), ("properties", object([("root", deep(rng, levels))]))]);
+            if let Some(Value::Object(map)) = node_mut(root, &path) {
+                map.insert("parameters".to_owned(), schema);
+            }
+        }
+        // An unknown field holding a deep value.
+        7 => {
+            let levels = *rng.pick(&[10, 128, 300]);
+            let value = deep(rng, levels);
+            if let Some(Value::Object(map)) = node_mut(root, &path) {
+                map.insert(format!("unknown_{}", rng.below(3)), value);
+            }
+        }
+        // A number at a bound, in place or under a field name.
+        8 => {
+            let value = number(rng);
+            match node_mut(root, &path) {
+                Some(Value::Object(map)) if rng.percent(50) => {
+                    map.insert((*rng.pick(FIELD_NAMES)).to_owned(), value);
+                }
+                Some(node) => *node = value,
+                None => {}
+            }
+        }
+        // A long array of copies.
+        9 => {
+            let length = if rng.percent(5) { CATALOG_TOOLS_MAX + 1 } else { *rng.pick(&[16, 17, 128, 129, 300]) };
+            let item = if target.to_string().len() <= 200 { target } else { json!({"kind": "end_call"}) };
+            if let Some(node) = node_mut(root, &path) {
+                *node = Value::Array(vec![item; length]);
+            }
+        }
+        // A word of the vocabulary, in place or under a field name.
+        10 | 11 => {
+            let word = json!(*rng.pick(WORDS));
+            match node_mut(root, &path) {
+                Some(Value::Object(map)) => {
+                    map.insert((*rng.pick(FIELD_NAMES)).to_owned(), word);
+                }
+                Some(node) => *node = word,
+                None => {}
+            }
+        }
+        // A string tweaked: cut, doubled, upper-cased.
+        12 => {
+            if let Some(Value::String(text)) = node_mut(root, &path) {
+                *text = match rng.below(3) {
+                    0 => text.chars().take(text.chars().count() / 2).collect(),
+                    1 => text.repeat(2),
+                    _ => text.to_uppercase(),
+                };
+            }
+        }
+        // A whole realistic block under a field name.
+        _ => {
+            let block = match rng.below(4) {
+                0 => json!({"kind": "client", "name": "lookup_customer_by_phone_number", "description": "Finds."}),
+                1 => json!({"trigger": "user.speech.timeout", "timeout_seconds": 8, "action": {"type": "end_call"}}),
+                2 => json!({"provider": *rng.pick(PROVIDERS)}),
+                _ => json!({"type": "catalog", "name": "svc-receptionist", "inputs": {"company": "Acme"}}),
+            };
+            if let Some(Value::Object(map)) = node_mut(root, &path) {
+                map.insert((*rng.pick(FIELD_NAMES)).to_owned(), block);
+            }
+        }
+    }
+}
+
+/// Targets an entry of `tools` or `hooks` (of the agent block, or of a stored configuration):
+/// duplicates it, adds an unknown field, or breaks one of its fields.
+fn mutate_list_entry(rng: &mut Rng, root: &mut Value) {
+    let list = *rng.pick(&["tools", "hooks"]);
+    let path = if root.get("agent").is_some() {
+        vec![Step::Key("agent".to_owned()), Step::Key(list.to_owned())]
+    } else {
+        vec![Step::Key(list.to_owned())]
+    };
+    let Some(Value::Array(items)) = node_mut(root, &path) else { return };
+    if items.is_empty() {
+        return;
+    }
+    let at = rng.below(items.len());
+    match rng.below(4) {
+        0 => {
+            let copy = items[at].clone();
+            items.push(copy);
+        }
+        1 => {
+            if let Value::Object(entry) = &mut items[at] {
+                entry.insert((*rng.pick(FIELD_NAMES)).to_owned(), any_value(rng));
+            }
+        }
+        2 => {
+            if let Value::Object(entry) = &mut items[at] {
+                let field = *rng.pick(&["description", "parameters", "name", "timeout_seconds", "action", "kind"]);
+                entry.remove(field);
+            }
+        }
+        _ => {
+            if let Value::Object(entry) = &mut items[at] {
+                let schema = object([("type", json!(*rng.pick(WORDS))), (*rng.pick(FIELD_NAMES), any_value(rng))]);
+                entry.insert("parameters".to_owned(), schema);
+            }
+        }
+    }
+}
+
+/// The provider aliases.
+const PROVIDERS: &[&str] = &["provider_a", "provider_b", "provider_b_mini", "provider_b_live", "provider_c"];
+
+/// Headers of header mode 7.
+const HEADERS: &[&str] = &[
+    "svc-python/1.4.2",
+    "svc-python/1.4.2 (linux; cpython 3.13; build 2026-08-01T12:00:00Z)",
+    "  /  ",
+    "x/y/z",
+    "ñ/ü",
+    "",
+];
+
+/// A mutated copy of `seed`.
+fn mutated(rng: &mut Rng, seed: &Input) -> Input {
+    let mut input = seed.clone();
+    for _ in 0..=rng.below(4) {
+        if rng.percent(80) {
+            mutate(rng, &mut input.body);
+        } else {
+            mutate(rng, &mut input.stored);
+        }
+    }
+    if rng.percent(20) {
+        input.selector = rng.next_u64() as u8;
+        input.header = match input.selector & 7 {
+            7 => Some((*rng.pick(HEADERS)).to_owned()),
+            mode => header(mode),
+        };
+    }
+    input
+}
+
+// ---- Tests ------------------------------------------------------------------------------------
+
+#[test]
+fn every_seed_holds_the_properties_under_every_server_context() {
+    for (name, seed) in seeds() {
+        for selector in [seed.selector, seed.selector ^ 0x40, seed.selector ^ 0x20, seed.selector ^ 0x80 ^ 0x18] {
+            assert_holds(name, &Input { selector, ..seed.clone() });
+        }
+    }
+}
+
+#[test]
+fn mutated_bodies_hold_the_properties() {
+    const INPUTS: usize = 4000;
+    let seeds = seeds();
+    let mut rng = Rng(0x005e_ed0f_5e55_1011);
+    let mut violations = Vec::new();
+    for round in 0..INPUTS {
+        let (name, seed) = &seeds[round % seeds.len()];
+        let input = mutated(&mut rng, seed);
+        if let Err(violation) = input.check() {
+            violations.push(format!("#{round} from {name}: {violation}\n  input: {}", prefix(&describe(&input), 400)));
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "{} of {INPUTS} mutated inputs break a property; the first ones:\n{}",
+        violations.len(),
+        violations.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn hostile_depth_never_overflows_the_stack() {
+    // Deeper than serde_json's parser allows (128): values built in code, as a stored
+    // configuration could be after a migration.
+    for levels in [33, 129, 256, 400] {
+        let deep_schema = json!({"type": "object", "properties": {"root": nested_schema(levels)}});
+        let tool = json!({"kind": "client", "name": "deep_tool", "description": "d", "parameters": deep_schema});
+        let inline = json!({
+            "type": "session-config", "sdk": {"name": "deep", "version": "1"},
+            "agent": {"type": "inline", "tools": [tool], "unknown": nested_value(levels)},
+            "session": {"experimental": {"avatar": {"provider": "avatar_vendor", "cfg": nested_value(levels)}}},
+            "extra": nested_value(levels)
+        });
+        assert_holds("deep inline", &input(b'p', inline, None));
+        let valid = json!({
+            "type": "session-config", "sdk": {"name": "deep", "version": "1"},
+            "session": {"experimental": {"avatar": {"provider": "avatar_vendor", "cfg": nested_value(levels)}}}
+        });
+        assert_holds("deep avatar", &input(0xf0, valid, None));
+        let catalog = json!({
+            "type": "session-config", "sdk": {"name": "deep", "version": "1"},
+            "agent": {"type": "catalog", "name": "deep", "tools": [tool.clone()]}
+        });
+        let stored = json!({"tools": [tool], "model": nested_value(levels), "hooks": [nested_value(levels)]});
+        assert_holds("deep stored", &input(b'q', catalog, Some(stored)));
+    }
+}
+
+#[test]
+fn limits_hold_at_their_bounds() {
+    let body = |agent: Value| json!({"type": "session-config", "sdk": {"name": "b", "version": "1"}, "agent": agent});
+    let end_call = json!({"kind": "end_call"});
+    let cases = [
+        json!({"type": "inline", "instructions": "i".repeat(INSTRUCTIONS_MAX_CHARS)}),
+        json!({"type": "inline", "instructions": "i".repeat(INSTRUCTIONS_MAX_CHARS + 1)}),
+        json!({"type": "inline", "instructions": "é".repeat(INSTRUCTIONS_MAX_CHARS + 1)}),
+        json!({"type": "inline", "tools": vec![end_call.clone(); INLINE_TOOLS_MAX]}),
+        json!({"type": "inline", "tools": vec![end_call.clone(); INLINE_TOOLS_MAX + 1]}),
+        json!({"type": "catalog", "name": "bulk", "tools": vec![end_call.clone(); CATALOG_TOOLS_MAX]}),
+        json!({"type": "catalog", "name": "bulk", "tools": vec![end_call.clone(); CATALOG_TOOLS_MAX + 1]}),
+        json!({"type": "catalog", "name": "x".repeat(101)}),
+        json!({"type": "catalog", "name": "bulk", "inputs": {"k": "v".repeat(GREETING_MAX_CHARS)}}),
+    ];
+    for agent in cases {
+        for selector in [b'p', b'0'] {
+            let stored = json!({"instructions": "{{k}}".repeat(100), "greeting": "{{k}}", "tools": [end_call.clone()]});
+            assert_holds("bounds", &input(selector, body(agent.clone()), Some(stored)));
+        }
+    }
+}
+
+#[test]
+fn the_echo_check_tells_echoes_from_keys_and_fixed_text() {
+    // A value that is also the fixed text of the message it provokes is no echo.
+    let fixed = json!({"sdk": {"name": "a", "version": "1"}, "agent": {"type": "inline", "greeting": 5},
+                       "session": {"store_audio": "Input should be a valid boolean"}});
+    assert_holds("fixed text", &input(b'0', fixed, None));
+    // A key may be named in a `loc` or message, even when a value repeats it.
+    let key = "an_unknown_field_with_a_long_name";
+    let keyed = object([
+        ("sdk", json!({"name": "a", "version": "1"})),
+        (key, json!(key)),
+        ("agent", json!({"type": "inline", "tools": [{"kind": "web_search", "x": key}]})),
+    ]);
+    assert_holds("keys", &input(b'0', keyed, None));
+    // Catalog model ids may be named by model-resolution messages.
+    let ids = json!({"sdk": {"name": "a", "version": "1"},
+                     "agent": {"type": "inline", "model": "gemini-3.8-live-extended-thinking",
+                               "model_options": "gemini-3.1-flash-live-preview"}});
+    assert_holds("catalog ids", &input(b'0', ids, None));
+    // An echo is seen as written and as `{:?}` or JSON escape it; rotation keeps length and classes.
+    let value = "line one \"quoted\"\nline two, long enough";
+    assert!(shows(&format!("got {value} here"), value));
+    assert!(shows(&format!("got {value:?} here"), value));
+    assert!(shows(&format!("got {} here", serde_json::to_string(value).expect("json")), value));
+    assert!(!shows("a message of fixed text only, nothing else", value));
+    assert_eq!(rotate("svc_sdk_tool_9z"), "twd_tel_uppm_0a");
+}
+
+// ---- Regressions: minimized inputs of violations found by fuzzing ------------------------------
+
+/// A client tool whose name passes the name rule is labelled by that name in every problem of
+/// the tool, so a name of 24 or more characters is echoed into the `invalid_tool_config` message.
+/// Found by `cargo fuzz run session_config` within three minutes (docs/FUZZING.md).
+#[test]
+fn regression_a_valid_long_tool_name_is_not_echoed_in_tool_problems() {
+    let data = br#"0{"sdk":{"name":"a","version":"1"},"agent":{"type":"inline","tools":[{"kind":"client","name":"aaaaaaaaaaaaaaaaaaaaaaaa"}]}}"#;
+    let input = Input::decode(data).expect("decodes");
+    assert_holds("tool name echo", &input);
+}
