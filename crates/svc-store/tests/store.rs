@@ -427,3 +427,14 @@ async fn stale_sessions_are_reaped_and_heartbeats_keep_them_alive(store: Store) 
     assert_eq!(store.timeline("old").await.expect("timeline")[0].data["reason"], "heartbeat_lost");
     assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 2);
 }
+
+/// Managed Postgres usually requires TLS: the store must connect with `sslmode=require` (which
+/// fails outright without TLS support compiled in).
+#[tokio::test]
+async fn postgres_over_tls() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let separator = if db.url.contains('?') { '&' } else { '?' };
+    let store = Store::connect(&format!("{}{separator}sslmode=require", db.url)).await.expect("TLS connection");
+    store.ping().await.expect("ping over TLS");
+    store.close().await;
+}
