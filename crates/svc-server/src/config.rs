@@ -124,7 +124,7 @@ impl Database {
     }
 }
 
-/// Which upstream providers have credentials, read from the ecosystem's own variables
+/// Which upstream API families have credentials, read from the ecosystem's own variables
 /// (`OPENAI_API_KEY`, `GEMINI_API_KEY` or `GOOGLE_API_KEY`, `XAI_API_KEY`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProviderKeys {
@@ -147,12 +147,13 @@ impl ProviderKeys {
         }
     }
 
-    /// Whether the provider behind `alias` is configured.
-    pub fn has(&self, alias: &str) -> bool {
-        match alias {
-            "provider_a" => self.gemini,
-            "provider_b" | "provider_b_mini" | "provider_b_live" => self.openai,
-            "provider_c" => self.xai,
+    /// Whether the upstream API family (the model catalog's `family`: `gemini`, `openai`,
+    /// `openai_live`, `xai`) has credentials.
+    pub fn has_family(&self, family: &str) -> bool {
+        match family {
+            "gemini" => self.gemini,
+            "openai" | "openai_live" => self.openai,
+            "xai" => self.xai,
             _ => false,
         }
     }
@@ -410,6 +411,14 @@ fn load_file(path: &Path) -> Result<ConfigArgs, ConfigError> {
 }
 
 impl Config {
+    /// Whether this server has credentials for the provider behind `alias`, per the catalog's
+    /// family of that alias.
+    pub fn voice_available(&self, alias: &str) -> bool {
+        svc_domain::model::Provider::from_wire(alias)
+            .and_then(|provider| self.model_catalog.alias(provider))
+            .is_some_and(|entry| self.provider_keys.has_family(&entry.family))
+    }
+
     /// Creates the data directory and its subdirectories; a directory that cannot be created is
     /// a configuration error, reported before any port is bound.
     pub fn prepare_data_dir(&self) -> Result<(), ConfigError> {

@@ -48,7 +48,7 @@ pub(crate) async fn verify_credential(State(app): State<App>, principal: Princip
         workspace,
         scopes: scopes.wire_strings().into_iter().map(str::to_owned).collect(),
         can_start_sessions: scopes.contains(Scope::RealtimeStart),
-        realtime_voice_available: app.config.provider_keys.has(&app.config.default_provider),
+        realtime_voice_available: app.config.voice_available(&app.config.default_provider),
         external_user_id: caller.external_user_id().map(str::to_owned),
     }))
 }

@@ -361,7 +361,7 @@ fn check_provider(app: &App, caller: &Caller, resolved: &ResolvedSession) -> Api
             extras,
         });
     }
-    if !app.config.provider_keys.has(alias) {
+    if !app.config.provider_keys.has_family(&resolved.model.family) {
         return Err(ApiError::status(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("Realtime voice for {alias} is not available on this server; retry with backoff"),

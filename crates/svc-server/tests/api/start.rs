@@ -559,6 +559,8 @@ async fn a_start_inserts_mints_and_dispatches(t: (TestApp, Arc<Recorder>)) {
     let total = started["timings"]["total_ms"].as_f64().expect("total");
     assert!(total >= started["timings"]["db_insert_ms"].as_f64().expect("insert"), "total covers the phases");
 
+    assert_eq!(t.get("/realtime/verify", Some(&key)).await.expect(200)["realtime_voice_available"], true);
+    assert_eq!(t.get("/sessions/capabilities", Some(&key)).await.expect(200)["openai_provider_available"], true);
     let record = t.get(&format!("/sessions/{session_id}"), Some(&key)).await.expect(200);
     assert_eq!((record["status"].clone(), record["provider"].clone()), (json!("active"), json!("provider_a")));
     let dispatched = recorder.sessions.lock().expect("lock").clone();
