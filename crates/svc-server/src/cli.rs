@@ -47,6 +47,29 @@ enum Command {
     /// Manage workspace users and their access tokens.
     #[command(subcommand)]
     User(UserCommand),
+    /// Media-room tools.
+    #[command(subcommand)]
+    Room(RoomCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum RoomCommand {
+    /// Mint a join token for the embedded media room (like LiveKit's own CLI): join, publish,
+    /// subscribe, data, and updating its own attributes and metadata.
+    Token {
+        /// Room name.
+        #[arg(long)]
+        room: String,
+        /// Participant identity.
+        #[arg(long)]
+        identity: String,
+        /// Display name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Lifetime in seconds (60 to 86400).
+        #[arg(long, default_value_t = 21_600, value_parser = clap::value_parser!(i64).range(60..=86_400))]
+        ttl: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -319,6 +342,7 @@ async fn admin(config: Config, command: Command, json: bool) -> anyhow::Result<(
         Command::Workspace(command) => workspace(&app, command, json).await,
         Command::Key(command) => key(&app.store, command, json).await,
         Command::User(command) => user(&app, command, json).await,
+        Command::Room(command) => room(&app, command, json),
     };
     app.store.close().await;
     result
@@ -572,6 +596,24 @@ async fn key(store: &Store, command: KeyCommand, json: bool) -> anyhow::Result<(
                 print_json(&json!({"id": key_id, "revoked": true}));
             } else {
                 println!("revoked {key_id}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn room(app: &crate::App, command: RoomCommand, json: bool) -> anyhow::Result<()> {
+    match command {
+        RoomCommand::Token { room, identity, name, ttl } => {
+            if room.trim().is_empty() || identity.trim().is_empty() {
+                bail!("--room and --identity must not be empty");
+            }
+            let expires_at = now_us() / 1_000_000 + ttl;
+            let token = app.room.participant_token(&room, &identity, name.as_deref(), expires_at)?;
+            if json {
+                print_json(&json!({"url": app.config.room.url.as_str(), "token": token}));
+            } else {
+                println!("{token}");
             }
         }
     }

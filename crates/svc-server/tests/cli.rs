@@ -285,3 +285,46 @@ async fn serve_answers_cli_made_credentials_on_postgres() {
     assert!(!dir.path().join("svc.db").exists(), "no SQLite file when Postgres is configured");
     assert_eq!(db.store.list_workspaces().await.expect("list")[0].slug, "acme");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn room_token_mints_with_the_servers_room_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_owned();
+    let printed = tokio::task::spawn_blocking(move || {
+        let json: Value = serde_json::from_str(&ok(&run(
+            &path,
+            &[
+                "--json",
+                "--public-url",
+                "https://voice.example.com",
+                "room",
+                "token",
+                "--room",
+                "r1",
+                "--identity",
+                "ann",
+                "--name",
+                "Ann",
+                "--ttl",
+                "600",
+            ],
+        )))
+        .expect("json");
+        let plain = ok(&run(&path, &["room", "token", "--room", "r1", "--identity", "bob"]));
+        assert!(!run(&path, &["room", "token", "--room", "r1", "--identity", "bob", "--ttl", "10"]).status.success());
+        (json, plain)
+    })
+    .await
+    .expect("join");
+    let (json, plain) = printed;
+    assert_eq!(json["url"], "wss://voice.example.com/room");
+    // The token verifies with the room secret the server keeps in its database.
+    let url = svc_store::Store::sqlite_url(&dir.path().join("svc.db"));
+    let store = svc_store::Store::connect(&url).await.expect("store");
+    let config = svc_server::Config::for_tests(dir.path(), svc_server::config::Database::parse(&url).expect("url"));
+    let app = svc_server::AppState::with_store(config, store).await.expect("app");
+    let claims = app.room.verify(json["token"].as_str().expect("token")).expect("valid token");
+    assert_eq!((claims.sub.as_str(), claims.name.as_deref(), claims.video.room.as_str()), ("ann", Some("Ann"), "r1"));
+    assert!(claims.video.room_join && claims.video.can_update_own_metadata == Some(true));
+    assert_eq!(app.room.verify(plain.trim()).expect("valid").sub, "bob");
+}
