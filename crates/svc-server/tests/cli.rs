@@ -328,3 +328,27 @@ async fn room_token_mints_with_the_servers_room_key() {
     assert!(claims.video.room_join && claims.video.can_update_own_metadata == Some(true));
     assert_eq!(app.room.verify(plain.trim()).expect("valid").sub, "bob");
 }
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = svc(dir.path(), &["--log-format", "json", "--listen", "127.0.0.1:0", "serve"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let line = receiver.recv_timeout(Duration::from_secs(30)).expect("a log line");
+    let event: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+    assert_eq!(event["message"], "svc is serving");
+    assert!(event["listen"].as_str().is_some_and(|addr| addr.starts_with("127.0.0.1:")), "{event}");
+    assert_eq!(event["level"], "INFO");
+    let server = Server { child, addr: String::new() };
+    assert!(server.terminate().success());
+}
