@@ -99,11 +99,13 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application router.
 pub fn router(app: App) -> Router {
     let (api_router, document) = api().split_for_parts();
-    let document_json = serde_json::to_string_pretty(&document).unwrap_or_default();
+    // Rendered once; each request shares the bytes.
+    let document_json = Bytes::from(serde_json::to_vec_pretty(&document).unwrap_or_default());
     api_router
-        .route(&format!("{API_PREFIX}/openapi.json"), get(move || async move {
-            ([(header::CONTENT_TYPE, "application/json")], document_json.clone())
-        }))
+        .route(
+            &format!("{API_PREFIX}/openapi.json"),
+            get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document_json) }),
+        )
         .route("/healthz", get(healthz))
         .route("/metrics", get(render_metrics))
         .fallback(unknown_route)

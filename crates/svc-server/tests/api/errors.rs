@@ -98,6 +98,9 @@ async fn operations_endpoints(t: TestApp) {
     assert!(text.contains("svc_http_request_duration_seconds_bucket"), "{text}");
     assert!(text.contains("svc_live_sessions 0"), "{text}");
     assert!(text.contains("route=\"unmatched\"") || !text.contains("/nope"), "raw paths never become labels");
+    let served = t.get("/api/v1/external/openapi.json", None).await;
+    assert_eq!(served.headers["content-type"], "application/json");
+    assert_eq!(served.json(), serde_json::to_value(svc_server::routes::openapi()).expect("document"));
 }
 
 /// The committed OpenAPI document is what the code generates; run with `SVC_UPDATE_SNAPSHOTS=1`
