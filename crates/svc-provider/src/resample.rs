@@ -1,0 +1,468 @@
+//! Streaming band-limited resampling of mono i16 PCM between the room's 48 kHz and provider rates.
+//!
+//! Why: LiveKit delivers Opus-decoded 48 kHz frames, while providers want (and send) PCM16 at
+//! their own rate (providers.md §1.1): Gemini takes 16 kHz and returns 24 kHz, OpenAI Realtime
+//! 24 kHz, GPT-Live 16 or 24 kHz, xAI 8–48 kHz, G.711 paths 8 kHz. The runtime feeds each
+//! provider at its rate (48 kHz → 8/16/24 kHz) and, where it publishes provider audio at 48 kHz,
+//! brings it back up (16/24 kHz → 48 kHz). One [`Resampler`] per direction per session.
+//!
+//! How: all supported ratios are integer (`L = 1` or `M = 1` in an `L/M` rational resampler),
+//! so a polyphase FIR is exact. The prototype low-pass is a Kaiser-windowed sinc designed at the
+//! up-sampled rate with its cutoff at 0.45 × the lower sample rate (pass band to 0.4×, stop band
+//! from 0.5×, i.e. the lower Nyquist, ~80 dB attenuation), which removes aliases when going down
+//! and images when going up. Each phase is normalised to unity DC gain.
+//!
+//! Streaming: input is pushed sample by sample into a doubled delay line, so arbitrary chunk
+//! sizes give bit-identical output to one-shot processing; `process` does not allocate beyond
+//! growing the caller's `output`. The filter has linear phase: output sample `k + latency` lines up
+//! with input time `k` (see [`Resampler::latency_samples`]); [`Resampler::flush`] drains the tail.
+
+use thiserror::Error;
+
+/// Stop-band attenuation the Kaiser design aims for, in dB.
+const ATTENUATION_DB: f64 = 80.0;
+/// Pass-band edge as a fraction of the lower of the two sample rates.
+const PASS_EDGE: f64 = 0.40;
+/// Stop-band edge as a fraction of the lower of the two sample rates (its Nyquist).
+const STOP_EDGE: f64 = 0.50;
+
+/// Why a [`Resampler`] cannot be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ResampleError {
+    /// The rate pair is not one of the supported conversions.
+    #[error(
+        "unsupported resampling {from_hz} Hz -> {to_hz} Hz (supported: 48000 <-> 8000/16000/24000, up only from 16000/24000)"
+    )]
+    Unsupported {
+        /// Requested input rate.
+        from_hz: u32,
+        /// Requested output rate.
+        to_hz: u32,
+    },
+}
+
+/// Streaming polyphase resampler for mono i16 PCM.
+///
+/// Supported: 48000 → 8000, 16000, 24000; 16000 → 48000; 24000 → 48000; and any rate to
+/// itself (a pass-through with zero latency).
+#[derive(Debug, Clone)]
+pub struct Resampler {
+    from_hz: u32,
+    to_hz: u32,
+    /// Up-sampling factor.
+    up: usize,
+    /// Down-sampling factor.
+    down: usize,
+    /// Taps per phase.
+    taps: usize,
+    /// `up` phases of `taps` coefficients each, phase `p` at `[p * taps..(p + 1) * taps]`,
+    /// ordered newest input first.
+    phases: Vec<f32>,
+    /// Delay line of length `2 * taps`; each sample is written twice so that the newest `taps`
+    /// samples are always the contiguous slice `delay[pos..pos + taps]`, newest first.
+    delay: Vec<f32>,
+    pos: usize,
+    /// Position of the next output in the up-sampled domain, relative to the next input sample.
+    next: usize,
+    /// Filter group delay in the up-sampled domain (a multiple of `up * down`).
+    group_delay: usize,
+}
+
+impl Resampler {
+    /// Builds a resampler from `from_hz` to `to_hz`.
+    ///
+    /// # Errors
+    ///
+    /// [`ResampleError::Unsupported`] unless the pair is one of those listed on [`Resampler`].
+    pub fn new(from_hz: u32, to_hz: u32) -> Result<Self, ResampleError> {
+        let (up, down) = match (from_hz, to_hz) {
+            (f, t) if f == t && f > 0 => (1, 1),
+            (48_000, 24_000) => (1, 2),
+            (48_000, 16_000) => (1, 3),
+            (48_000, 8_000) => (1, 6),
+            (24_000, 48_000) => (2, 1),
+            (16_000, 48_000) => (3, 1),
+            _ => return Err(ResampleError::Unsupported { from_hz, to_hz }),
+        };
+        if up == 1 && down == 1 {
+            return Ok(Self {
+                from_hz,
+                to_hz,
+                up,
+                down,
+                taps: 0,
+                phases: Vec::new(),
+                delay: Vec::new(),
+                pos: 0,
+                next: 0,
+                group_delay: 0,
+            });
+        }
+
+        // Kaiser design at the up-sampled rate `from_hz * up`, in cycles per sample.
+        let rate = f64::from(from_hz) * up as f64;
+        let low = f64::from(from_hz.min(to_hz));
+        let transition = (STOP_EDGE - PASS_EDGE) * low / rate;
+        let cutoff = 0.5 * (PASS_EDGE + STOP_EDGE) * low / rate;
+        let order = (ATTENUATION_DB - 8.0) / (2.285 * 2.0 * std::f64::consts::PI * transition);
+        let step = up * down;
+        let half = ((order / 2.0).ceil() as usize).div_ceil(step) * step;
+        let length = 2 * half + 1;
+        let taps = length.div_ceil(up);
+        let beta = 0.1102 * (ATTENUATION_DB - 8.7);
+        let i0_beta = bessel_i0(beta);
+
+        let mut prototype = vec![0.0f64; taps * up];
+        for (n, h) in prototype.iter_mut().enumerate().take(length) {
+            let t = n as f64 - half as f64;
+            let x = 2.0 * cutoff * t;
+            let sinc = if t == 0.0 { 1.0 } else { (std::f64::consts::PI * x).sin() / (std::f64::consts::PI * x) };
+            let r = t / half as f64;
+            let window = bessel_i0(beta * (1.0 - r * r).max(0.0).sqrt()) / i0_beta;
+            *h = 2.0 * cutoff * sinc * window;
+        }
+
+        // Polyphase split: phase p, tap j uses h[p + j * up] against input x[i - j].
+        let mut phases = vec![0.0f32; taps * up];
+        for p in 0..up {
+            let sum: f64 = (0..taps).map(|j| prototype[p + j * up]).sum();
+            for j in 0..taps {
+                phases[p * taps + j] = (prototype[p + j * up] / sum) as f32;
+            }
+        }
+
+        Ok(Self {
+            from_hz,
+            to_hz,
+            up,
+            down,
+            taps,
+            phases,
+            delay: vec![0.0; 2 * taps],
+            pos: 0,
+            next: 0,
+            group_delay: half,
+        })
+    }
+
+    /// Input rate in Hz.
+    pub fn from_hz(&self) -> u32 {
+        self.from_hz
+    }
+
+    /// Output rate in Hz.
+    pub fn to_hz(&self) -> u32 {
+        self.to_hz
+    }
+
+    /// Delay introduced by the filter, in output samples: output sample `k + latency_samples()`
+    /// corresponds to input time `k` (expressed at the output rate).
+    pub fn latency_samples(&self) -> usize {
+        self.group_delay / self.down
+    }
+
+    /// Resamples `input` (any length, including 0) and appends the result to `output`.
+    ///
+    /// Filter state carries over between calls, so feeding a stream in chunks yields exactly the
+    /// same samples as feeding it at once. Does not allocate beyond growing `output`.
+    pub fn process(&mut self, input: &[i16], output: &mut Vec<i16>) {
+        if self.taps == 0 {
+            output.extend_from_slice(input);
+            return;
+        }
+        output.reserve((input.len() * self.up).div_ceil(self.down));
+        for &sample in input {
+            self.push(f32::from(sample), output);
+        }
+    }
+
+    /// Ends the stream: drains the samples still inside the filter (by feeding silence for one
+    /// group delay), appends them to `output`, and resets the state for a new stream.
+    pub fn flush(&mut self, output: &mut Vec<i16>) {
+        if self.taps == 0 {
+            return;
+        }
+        for _ in 0..self.group_delay / self.up {
+            self.push(0.0, output);
+        }
+        self.reset();
+    }
+
+    /// Forgets all history (as after [`new`](Self::new)) without emitting anything.
+    pub fn reset(&mut self) {
+        self.delay.fill(0.0);
+        self.pos = 0;
+        self.next = 0;
+    }
+
+    /// Pushes one input sample and emits every output sample that becomes computable.
+    fn push(&mut self, sample: f32, output: &mut Vec<i16>) {
+        let taps = self.taps;
+        self.pos = if self.pos == 0 { taps - 1 } else { self.pos - 1 };
+        self.delay[self.pos] = sample;
+        self.delay[self.pos + taps] = sample;
+        let window = &self.delay[self.pos..self.pos + taps];
+        while self.next < self.up {
+            let phase = &self.phases[self.next * taps..(self.next + 1) * taps];
+            output.push(to_i16(dot(window, phase)));
+            self.next += self.down;
+        }
+        self.next -= self.up;
+    }
+}
+
+/// Dot product with eight independent accumulators (lets the compiler vectorise the loop while
+/// keeping the summation order, hence the output, deterministic).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let chunks_a = a.chunks_exact(8);
+    let chunks_b = b.chunks_exact(8);
+    let tail: f32 = chunks_a.remainder().iter().zip(chunks_b.remainder()).map(|(x, y)| x * y).sum();
+    for (ca, cb) in chunks_a.zip(chunks_b) {
+        for k in 0..8 {
+            acc[k] += ca[k] * cb[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Rounds and clamps to the i16 range.
+fn to_i16(value: f32) -> i16 {
+    value.round().clamp(f32::from(i16::MIN), f32::from(i16::MAX)) as i16
+}
+
+/// Modified Bessel function of the first kind, order 0 (power series).
+fn bessel_i0(x: f64) -> f64 {
+    let mut sum = 1.0;
+    let mut term = 1.0;
+    let half = x / 2.0;
+    for k in 1..64 {
+        term *= (half / k as f64) * (half / k as f64);
+        sum += term;
+        if term < sum * 1e-17 {
+            break;
+        }
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sine(rate: u32, freq: f64, amplitude: f64, len: usize) -> Vec<i16> {
+        (0..len)
+            .map(|n| {
+                (amplitude * (2.0 * std::f64::consts::PI * freq * n as f64 / f64::from(rate)).sin()).round() as i16
+            })
+            .collect()
+    }
+
+    fn run(from: u32, to: u32, input: &[i16]) -> Vec<i16> {
+        let mut r = Resampler::new(from, to).expect("supported");
+        let mut out = Vec::new();
+        r.process(input, &mut out);
+        r.flush(&mut out);
+        out
+    }
+
+    fn rms(x: &[i16]) -> f64 {
+        (x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / x.len() as f64).sqrt()
+    }
+
+    /// Goertzel magnitude (peak amplitude estimate) of `freq` in `x`.
+    fn goertzel(x: &[i16], rate: u32, freq: f64) -> f64 {
+        let w = 2.0 * std::f64::consts::PI * freq / f64::from(rate);
+        let coeff = 2.0 * w.cos();
+        let (mut s1, mut s2) = (0.0, 0.0);
+        for &v in x {
+            let s0 = f64::from(v) + coeff * s1 - s2;
+            s2 = s1;
+            s1 = s0;
+        }
+        let power = s1 * s1 + s2 * s2 - coeff * s1 * s2;
+        2.0 * power.max(0.0).sqrt() / x.len() as f64
+    }
+
+    fn zero_crossings(x: &[i16]) -> usize {
+        x.windows(2).filter(|w| (w[0] < 0) != (w[1] < 0)).count()
+    }
+
+    /// A steady-state window away from both filter edges: whole 1 kHz cycles at every rate.
+    fn settled(x: &[i16], rate: u32) -> &[i16] {
+        let margin = (rate / 10) as usize; // 100 ms
+        let len = (rate / 2) as usize; // 500 ms = 500 whole cycles of 1 kHz
+        &x[margin..margin + len]
+    }
+
+    #[test]
+    fn one_khz_keeps_frequency_and_amplitude_down() {
+        let input = sine(48_000, 1000.0, 10_000.0, 48_000);
+        for to in [24_000, 16_000, 8_000] {
+            let out = run(48_000, to, &input);
+            assert_eq!(
+                out.len(),
+                (48_000 * to as usize / 48_000) + Resampler::new(48_000, to).expect("ok").latency_samples()
+            );
+            let s = settled(&out, to);
+            // 500 cycles → 1000 sign changes (±1 at the window edges).
+            let zc = zero_crossings(s);
+            assert!((999..=1001).contains(&zc), "{to}: {zc} zero crossings");
+            let amp = goertzel(s, to, 1000.0);
+            let err_db = 20.0 * (amp / 10_000.0).log10();
+            assert!(err_db.abs() < 0.5, "{to}: amplitude error {err_db} dB");
+            let rms_db = 20.0 * (rms(s) * 2f64.sqrt() / 10_000.0).log10();
+            assert!(rms_db.abs() < 0.5, "{to}: rms error {rms_db} dB");
+        }
+    }
+
+    #[test]
+    fn one_khz_keeps_frequency_and_amplitude_up() {
+        for from in [16_000, 24_000] {
+            let input = sine(from, 1000.0, 10_000.0, from as usize);
+            let out = run(from, 48_000, &input);
+            let s = settled(&out, 48_000);
+            let zc = zero_crossings(s);
+            assert!((999..=1001).contains(&zc), "{from}: {zc} zero crossings");
+            let err_db = 20.0 * (goertzel(s, 48_000, 1000.0) / 10_000.0).log10();
+            assert!(err_db.abs() < 0.5, "{from}: amplitude error {err_db} dB");
+        }
+    }
+
+    #[test]
+    fn ten_khz_is_rejected_going_to_16k() {
+        let input = sine(48_000, 10_000.0, 10_000.0, 48_000);
+        let out = run(48_000, 16_000, &input);
+        let s = settled(&out, 16_000);
+        let attenuation_db = 20.0 * (rms(s) / rms(&input)).log10();
+        assert!(attenuation_db < -40.0, "10 kHz only attenuated by {attenuation_db} dB");
+    }
+
+    #[test]
+    fn images_are_rejected_going_up() {
+        // 1 kHz at 16 kHz up to 48 kHz: zero-stuffing images at 15 and 17 kHz must be gone.
+        let input = sine(16_000, 1000.0, 10_000.0, 16_000);
+        let out = run(16_000, 48_000, &input);
+        let s = settled(&out, 48_000);
+        for image in [15_000.0, 17_000.0] {
+            let db = 20.0 * (goertzel(s, 48_000, image) / 10_000.0).log10();
+            assert!(db < -60.0, "image at {image} Hz only {db} dB down");
+        }
+    }
+
+    /// Tiny deterministic PRNG (xorshift) so the test needs no dependency.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn chunked_equals_one_shot_bit_exact() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let noise: Vec<i16> = (0..20_000).map(|_| (xorshift(&mut rng) >> 48) as i16).collect();
+        for (from, to) in
+            [(48_000, 24_000), (48_000, 16_000), (48_000, 8_000), (24_000, 48_000), (16_000, 48_000), (48_000, 48_000)]
+        {
+            let one_shot = run(from, to, &noise);
+            let mut r = Resampler::new(from, to).expect("supported");
+            let mut chunked = Vec::new();
+            let mut rest = &noise[..];
+            while !rest.is_empty() {
+                let n = (xorshift(&mut rng) % 1500) as usize; // includes empty chunks
+                let (chunk, tail) = rest.split_at(n.min(rest.len()));
+                r.process(chunk, &mut chunked);
+                rest = tail;
+            }
+            r.flush(&mut chunked);
+            assert_eq!(chunked, one_shot, "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn round_trip_correlates() {
+        let input = sine(48_000, 1000.0, 10_000.0, 48_000);
+        for mid in [16_000, 24_000] {
+            let mut down = Resampler::new(48_000, mid).expect("ok");
+            let mut up = Resampler::new(mid, 48_000).expect("ok");
+            let delay = down.latency_samples() * (48_000 / mid) as usize + up.latency_samples();
+            let mut low = Vec::new();
+            down.process(&input, &mut low);
+            down.flush(&mut low);
+            let mut back = Vec::new();
+            up.process(&low, &mut back);
+            up.flush(&mut back);
+            let a = &input[4_800..43_200];
+            let b = &back[4_800 + delay..43_200 + delay];
+            let dot: f64 = a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+            let corr = dot / (rms(a) * rms(b) * a.len() as f64);
+            assert!(corr >= 0.99, "48k -> {mid} -> 48k correlation {corr}");
+        }
+    }
+
+    #[test]
+    fn unsupported_ratios_are_typed_errors() {
+        for (from, to) in [(44_100, 16_000), (48_000, 44_100), (8_000, 48_000), (16_000, 24_000), (0, 0), (48_000, 0)] {
+            assert_eq!(Resampler::new(from, to).err(), Some(ResampleError::Unsupported { from_hz: from, to_hz: to }));
+        }
+    }
+
+    #[test]
+    fn silence_in_silence_out_and_empty_input() {
+        for (from, to) in [(48_000, 24_000), (48_000, 16_000), (48_000, 8_000), (24_000, 48_000), (16_000, 48_000)] {
+            let mut r = Resampler::new(from, to).expect("ok");
+            let mut out = Vec::new();
+            r.process(&[], &mut out);
+            assert!(out.is_empty());
+            r.process(&vec![0; 960], &mut out);
+            r.flush(&mut out);
+            assert!(!out.is_empty());
+            assert!(out.iter().all(|&s| s == 0), "{from} -> {to}");
+            let mut empty = Resampler::new(from, to).expect("ok");
+            let mut out = Vec::new();
+            empty.flush(&mut out);
+            assert!(out.iter().all(|&s| s == 0));
+        }
+    }
+
+    #[test]
+    fn full_scale_input_clamps_without_panicking() {
+        let square: Vec<i16> = (0..4_800).map(|n| if (n / 24) % 2 == 0 { i16::MAX } else { i16::MIN }).collect();
+        for (from, to) in [(48_000, 16_000), (16_000, 48_000)] {
+            let out = run(from, to, &square);
+            assert!(!out.is_empty());
+        }
+    }
+
+    #[test]
+    fn identity_is_a_pass_through() {
+        let input = sine(48_000, 440.0, 1000.0, 960);
+        let mut r = Resampler::new(48_000, 48_000).expect("ok");
+        assert_eq!(r.latency_samples(), 0);
+        let mut out = Vec::new();
+        r.process(&input, &mut out);
+        r.flush(&mut out);
+        assert_eq!(out, input);
+    }
+
+    #[test]
+    fn frame_sizes_and_latency() {
+        // A 20 ms room frame yields exactly 20 ms at the provider rate, in steady state.
+        for (to, expected) in [(24_000, 480), (16_000, 320), (8_000, 160)] {
+            let mut r = Resampler::new(48_000, to).expect("ok");
+            let mut out = Vec::new();
+            r.process(&[0; 960], &mut out);
+            assert_eq!(out.len(), expected);
+        }
+        let mut r = Resampler::new(16_000, 48_000).expect("ok");
+        let mut out = Vec::new();
+        r.process(&[0; 320], &mut out);
+        assert_eq!(out.len(), 960);
+        for (from, to) in [(48_000, 24_000), (48_000, 16_000), (48_000, 8_000), (24_000, 48_000), (16_000, 48_000)] {
+            let r = Resampler::new(from, to).expect("ok");
+            assert!(r.latency_samples() > 0 && r.latency_samples() < to as usize / 100, "{from}->{to}");
+            assert_eq!((r.from_hz(), r.to_hz()), (from, to));
+        }
+    }
+}
