@@ -19,24 +19,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&selector, rest)) = data.split_first() else { return };
-    let (header, json) = match selector & 7 {
-        7 => {
-            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-            (Some(String::from_utf8_lossy(&rest[..end]).into_owned()), rest.get(end + 1..).unwrap_or_default())
-        }
-        mode => (header(mode), rest),
-    };
-    let mut values = serde_json::Deserializer::from_slice(json).into_iter::<Value>();
-    let Some(Ok(body)) = values.next() else { return };
-    let stored = match values.next() {
-        Some(Ok(stored)) => stored,
-        _ => default_stored(),
-    };
-    if let Err(violation) = check(&body, header.as_deref(), &stored, selector) {
+    let Some(input) = decode(data) else { return };
+    if let Err(violation) = check(&input.body, input.header.as_deref(), &input.stored, input.selector) {
         panic!("property violated: {violation}");
     }
 });

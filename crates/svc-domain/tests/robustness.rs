@@ -13,35 +13,9 @@ use svc_domain::limits::{CATALOG_TOOLS_MAX, GREETING_MAX_CHARS, INSTRUCTIONS_MAX
 use svc_domain::tools::INLINE_TOOLS_MAX;
 
 /// One input of the properties: what the fuzz target decodes from its bytes.
-#[derive(Debug, Clone)]
-struct Input {
-    selector: u8,
-    header: Option<String>,
-    body: Value,
-    stored: Value,
-}
+type Input = Decoded;
 
 impl Input {
-    /// Decodes the fuzz target's input layout (docs/FUZZING.md): a selector byte, the header line
-    /// in header mode 7, then the body and an optional stored configuration as a JSON stream.
-    fn decode(data: &[u8]) -> Option<Input> {
-        let (&selector, rest) = data.split_first()?;
-        let (header, json) = match selector & 7 {
-            7 => {
-                let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-                (Some(String::from_utf8_lossy(&rest[..end]).into_owned()), rest.get(end + 1..).unwrap_or_default())
-            }
-            mode => (header(mode), rest),
-        };
-        let mut values = serde_json::Deserializer::from_slice(json).into_iter::<Value>();
-        let body = values.next()?.ok()?;
-        let stored = match values.next() {
-            Some(Ok(stored)) => stored,
-            _ => default_stored(),
-        };
-        Some(Input { selector, header, body, stored })
-    }
-
     fn check(&self) -> Result<(), String> {
         check(&self.body, self.header.as_deref(), &self.stored, self.selector)
     }
@@ -584,7 +558,7 @@ fn generated_seeds() -> Vec<(&'static str, Input)> {
 fn seeds() -> Vec<(&'static str, Input)> {
     let mut seeds: Vec<(&'static str, Input)> = SEEDS
         .iter()
-        .map(|(name, data)| (*name, Input::decode(data.as_bytes()).unwrap_or_else(|| panic!("seed {name} decodes"))))
+        .map(|(name, data)| (*name, decode(data.as_bytes()).unwrap_or_else(|| panic!("seed {name} decodes"))))
         .collect();
     seeds.extend(generated_seeds());
     seeds
@@ -1112,6 +1086,6 @@ fn the_echo_check_tells_echoes_from_keys_and_fixed_text() {
 #[test]
 fn regression_a_valid_long_tool_name_is_not_echoed_in_tool_problems() {
     let data = br#"0{"sdk":{"name":"a","version":"1"},"agent":{"type":"inline","tools":[{"kind":"client","name":"aaaaaaaaaaaaaaaaaaaaaaaa"}]}}"#;
-    let input = Input::decode(data).expect("decodes");
+    let input = decode(data).expect("decodes");
     assert_holds("tool name echo", &input);
 }

@@ -15,6 +15,35 @@ use svc_domain::settings::RecordingConsents;
 use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, StartRejection, resolve_start};
 use svc_domain::tools::{INLINE_TOOLS_MAX, ServerTool, ServerToolAvailability, TOOL_PROBLEMS_LISTED_MAX, ToolSpec};
 
+/// One fuzz input, decoded from the layout in docs/FUZZING.md: a selector byte, the header line
+/// in header mode 7, then the body and an optional stored configuration as a JSON stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Decoded {
+    pub(crate) selector: u8,
+    pub(crate) header: Option<String>,
+    pub(crate) body: Value,
+    pub(crate) stored: Value,
+}
+
+/// Decodes fuzz bytes; `None` when there is no selector byte or no JSON body.
+pub(crate) fn decode(data: &[u8]) -> Option<Decoded> {
+    let (&selector, rest) = data.split_first()?;
+    let (header, json) = match selector & 7 {
+        7 => {
+            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            (Some(String::from_utf8_lossy(&rest[..end]).into_owned()), rest.get(end + 1..).unwrap_or_default())
+        }
+        mode => (header(mode), rest),
+    };
+    let mut values = serde_json::Deserializer::from_slice(json).into_iter::<Value>();
+    let body = values.next()?.ok()?;
+    let stored = match values.next() {
+        Some(Ok(stored)) => stored,
+        _ => default_stored(),
+    };
+    Some(Decoded { selector, header, body, stored })
+}
+
 /// Values of length at least this many characters must never appear in a message.
 pub(crate) const ECHO_MIN_CHARS: usize = 24;
 
