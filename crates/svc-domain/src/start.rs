@@ -3,8 +3,6 @@
 //! catalog agent's stored configuration) becomes a [`ResolvedSession`], or the typed rejection
 //! the spec's table names. Pure: the server does every lookup first and passes the results in.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 use serde_json::Value;
 
@@ -255,6 +253,3 @@ pub fn store_flags(session: &SessionParams, consents: RecordingConsents) -> Stor
         video: consents.video && wanted(session.store_video),
     }
 }
-
-/// Placeholder inputs type, re-exported for callers building catalog requests.
-pub type Inputs = BTreeMap<String, String>;
