@@ -1,9 +1,30 @@
 //! The embedded media room, LiveKit-compatible so official LiveKit client SDKs join it unchanged.
 //!
-//! Today this crate holds the room access tokens: LiveKit's JWT format, minted by session start
-//! for the user's participant and verified by the room server. The signal server, WebRTC and the
-//! in-process participant API land here next (issue 4).
+//! - [`token`]: LiveKit access tokens (mint and verify).
+//! - [`RoomServer`]: the signal server (`/rtc`, v0 protocol, binary protobuf over WebSocket),
+//!   WebRTC through str0m (ICE-lite on one UDP port per host address, DTLS, SCTP data channels,
+//!   Opus audio forwarded between participants: an audio SFU), and the room registry.
+//! - [`LocalParticipant`]: the in-process participant API the session runtime uses to sit in a
+//!   room without a WebRTC hop.
+//!
+//! Layering: [`core`] is the sans-IO room state machine (participants, peer connections, tracks,
+//! data routing); `actor` runs one core per room on a task; `udp` demultiplexes datagrams to
+//! rooms; `signal` is the HTTP/WebSocket edge; `local` is the in-process participant.
 
+mod actor;
+pub mod core;
+mod ids;
+mod local;
+pub mod model;
+mod server;
+mod signal;
 pub mod token;
+mod udp;
 
+pub use core::LocalError;
+pub use local::{LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, RemoteAudioDecoder, RpcError, RpcInvocation, rpc_codes};
+pub use model::{
+    DataMessage, LeaveReason, Participant, ParticipantKind, RemoteAudioFrame, RoomEvent, TrackPublication,
+};
+pub use server::{LocalJoinOptions, RoomError, RoomServer, RoomServerConfig};
 pub use token::{RoomCredentials, RoomGrant, RoomToken, RoomTokenError};

@@ -298,11 +298,29 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr()?;
     tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(), "svc is serving");
+    let room_config = svc_room::RoomServerConfig {
+        udp_port: app.config.room.udp_port,
+        node_ips: app.config.room.node_ips.clone(),
+        ..Default::default()
+    };
+    let room = svc_room::RoomServer::start(room_config, app.room.clone()).await.context("starting the media room")?;
+    let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
+    tracing::info!(room_udp = %room_udp.join(","), room_url = %app.config.room.url, "media room is serving");
     let shutdown = CancellationToken::new();
     let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
-    let server = tokio::spawn(crate::run(listener, app.clone(), shutdown.clone().cancelled_owned()));
+    let server = tokio::spawn(crate::run_with_room(
+        listener,
+        app.clone(),
+        Some(room.clone()),
+        shutdown.clone().cancelled_owned(),
+    ));
     wait_for_signal().await;
     tracing::info!(grace_seconds = grace.as_secs(), "shutting down: draining in-flight requests");
+    // Rooms close first: every participant gets a leave (server shutdown) while its signal
+    // connection is still up, then the HTTP side drains.
+    if tokio::time::timeout(grace, room.shutdown()).await.is_err() {
+        tracing::warn!("grace period over while closing media rooms");
+    }
     shutdown.cancel();
     match tokio::time::timeout(grace, server).await {
         Ok(joined) => joined.context("server task")?.context("server")?,

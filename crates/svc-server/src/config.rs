@@ -63,6 +63,13 @@ pub struct ConfigArgs {
     /// first start and kept in the database.
     #[arg(long, global = true, env = "SVC_ROOM_API_SECRET", value_name = "SECRET", hide_env_values = true)]
     pub room_api_secret: Option<String>,
+    /// UDP port of the embedded media room (all WebRTC traffic) [default: 7882; 0 = any free port].
+    #[arg(long, global = true, env = "SVC_ROOM_UDP_PORT", value_name = "PORT")]
+    pub room_udp_port: Option<u16>,
+    /// Comma-separated IP addresses the embedded room binds and advertises as ICE candidates
+    /// [default: 127.0.0.1 plus the address of the default-route interface].
+    #[arg(long, global = true, env = "SVC_ROOM_NODE_IP", value_name = "IP,…")]
+    pub room_node_ip: Option<String>,
     /// Server cap on a session's length in seconds, or `none` [default: 14400].
     #[arg(long, global = true, env = "SVC_MAX_SESSION_SECONDS", value_name = "SECONDS|none")]
     pub max_session_seconds: Option<String>,
@@ -209,7 +216,14 @@ pub struct RoomConfig {
     pub api_key: String,
     /// Configured secret; generated and stored when absent.
     pub api_secret: Option<String>,
+    /// UDP port of the embedded room.
+    pub udp_port: u16,
+    /// Addresses the embedded room binds and advertises (empty: detected).
+    pub node_ips: Vec<std::net::IpAddr>,
 }
+
+/// LiveKit's default single-port UDP.
+pub const DEFAULT_ROOM_UDP_PORT: u16 = 7882;
 
 /// The oldest version of an SDK the server accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,6 +305,8 @@ impl ConfigArgs {
             room_url: self.room_url.clone().or(file.room_url),
             room_api_key: self.room_api_key.clone().or(file.room_api_key),
             room_api_secret: self.room_api_secret.clone().or(file.room_api_secret),
+            room_udp_port: self.room_udp_port.or(file.room_udp_port),
+            room_node_ip: self.room_node_ip.clone().or(file.room_node_ip),
             max_session_seconds: self.max_session_seconds.clone().or(file.max_session_seconds),
             model_catalog: self.model_catalog.clone().or(file.model_catalog),
             server_tools: self.server_tools.clone().or(file.server_tools),
@@ -349,6 +365,15 @@ impl ConfigArgs {
         if self.room_api_secret.as_ref().is_some_and(|secret| secret.len() < 32) {
             return Err(invalid("--room-api-secret", "the secret must be at least 32 bytes"));
         }
+        let mut room_node_ips = Vec::new();
+        for text in self.room_node_ip.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let ip: std::net::IpAddr =
+                text.parse().map_err(|_| invalid("--room-node-ip", format!("`{text}` is not an IP address")))?;
+            if ip.is_unspecified() || ip.is_multicast() {
+                return Err(invalid("--room-node-ip", format!("`{text}` cannot be an ICE host candidate")));
+            }
+            room_node_ips.push(ip);
+        }
         let max_session_seconds = match self.max_session_seconds.as_deref().map(str::trim) {
             None => Some(DEFAULT_MAX_SESSION_SECONDS),
             Some("none" | "0") => None,
@@ -384,7 +409,13 @@ impl ConfigArgs {
             sdk_floors.push(SdkFloor { name: name.trim().to_owned(), min_version });
         }
         Ok(Config {
-            room: RoomConfig { url: room_url, api_key: room_api_key, api_secret: self.room_api_secret },
+            room: RoomConfig {
+                url: room_url,
+                api_key: room_api_key,
+                api_secret: self.room_api_secret,
+                udp_port: self.room_udp_port.unwrap_or(DEFAULT_ROOM_UDP_PORT),
+                node_ips: room_node_ips,
+            },
             max_session_seconds,
             model_catalog,
             server_tools,
@@ -457,6 +488,8 @@ impl Config {
                 url: Url::parse("ws://localhost:8080/room").unwrap_or_else(|_| unreachable!("static URL")),
                 api_key: "svc".to_owned(),
                 api_secret: None,
+                udp_port: 0,
+                node_ips: vec![std::net::IpAddr::from([127, 0, 0, 1])],
             },
             max_session_seconds: Some(DEFAULT_MAX_SESSION_SECONDS),
             model_catalog: svc_domain::model::ModelCatalog::embedded().clone(),

@@ -28,6 +28,27 @@ pub async fn run(
     app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let router = routes::router(app);
+    run_with_room(listener, app, None, shutdown).await
+}
+
+/// [`run`], with the embedded media room's signalling mounted at the path of the room URL.
+pub async fn run_with_room(
+    listener: TcpListener,
+    app: App,
+    room: Option<svc_room::RoomServer>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let room_path = room_mount_path(&app.config.room.url);
+    let mut router = routes::router(app);
+    if let Some(room) = room {
+        router = router.nest(&room_path, room.router());
+    }
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}
+
+/// Where the room's `/rtc` routes live: the room URL's path (clients append `rtc` to it), or
+/// `/room` when the URL has none.
+pub fn room_mount_path(room_url: &url::Url) -> String {
+    let path = room_url.path().trim_end_matches('/');
+    if path.is_empty() { "/room".to_owned() } else { path.to_owned() }
 }

@@ -1,0 +1,193 @@
+//! The room actor: one task per room owns its [`RoomCore`] and carries out its outputs (signal
+//! messages, datagrams, in-process events). Everything that touches a room goes through its
+//! bounded command channel; the task ends when the room closes or stays empty too long.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use livekit_protocol as proto;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::core::{CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole, RoomCore};
+use crate::model::LeaveReason;
+use crate::udp::{RoomId, UdpMux};
+
+/// Commands a room accepts.
+pub(crate) enum RoomCommand {
+    JoinRemote { request: JoinRequest, signal: mpsc::Sender<proto::signal_response::Message>, reply: oneshot::Sender<Key> },
+    JoinLocal { request: JoinRequest, outputs: mpsc::Sender<LocalOutput>, reply: oneshot::Sender<Key> },
+    Signal { key: Key, message: proto::signal_request::Message },
+    SignalClosed { key: Key, reason: LeaveReason },
+    Datagram { key: Key, role: PcRole, source: SocketAddr, destination: SocketAddr, contents: Vec<u8>, received_at: Instant },
+    Local { key: Key, command: LocalCommand, reply: oneshot::Sender<LocalReply> },
+    Close { reason: LeaveReason },
+}
+
+/// Capacity of a room's command channel. Datagrams beyond it are dropped (like a congested
+/// link); signal and local commands wait.
+pub(crate) const ROOM_QUEUE: usize = 1024;
+/// Signal messages queued for one client; a client that falls this far behind is disconnected.
+pub(crate) const SIGNAL_QUEUE: usize = 256;
+/// Events queued for one in-process participant; audio beyond it is dropped.
+pub(crate) const LOCAL_QUEUE: usize = 2048;
+
+pub(crate) struct RoomActor {
+    pub(crate) id: RoomId,
+    pub(crate) name: String,
+    pub(crate) core: RoomCore,
+    pub(crate) commands: mpsc::Receiver<RoomCommand>,
+    pub(crate) sender: mpsc::Sender<RoomCommand>,
+    pub(crate) mux: Arc<UdpMux>,
+    pub(crate) empty_timeout: Duration,
+    pub(crate) shutdown: CancellationToken,
+    /// Called once when the actor ends, to unregister the room.
+    pub(crate) on_exit: Box<dyn FnOnce(RoomId) + Send>,
+}
+
+impl RoomActor {
+    pub(crate) async fn run(mut self) {
+        let mut signals: HashMap<Key, mpsc::Sender<proto::signal_response::Message>> = HashMap::new();
+        let mut locals: HashMap<Key, mpsc::Sender<LocalOutput>> = HashMap::new();
+        let mut empty_since = Some(Instant::now());
+        loop {
+            let deadline = self.core.poll_timeout();
+            let empty_deadline = empty_since.map(|since| since + self.empty_timeout);
+            let wake = [deadline, empty_deadline].into_iter().flatten().min();
+            let command = tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => Some(RoomCommand::Close { reason: LeaveReason::ServerShutdown }),
+                command = self.commands.recv() => command,
+                () = sleep_until(wake) => None,
+            };
+            let now = Instant::now();
+            let mut closing = false;
+            match command {
+                Some(RoomCommand::JoinRemote { request, signal, reply }) => {
+                    // The signal sender is registered before the core speaks, so the join
+                    // response is the first frame the client reads.
+                    let key = self.core.next_key_hint();
+                    signals.insert(key, signal);
+                    let joined = self.core.join_remote(now, unix_ms(), request);
+                    debug_assert_eq!(key, joined);
+                    let _ = reply.send(joined);
+                }
+                Some(RoomCommand::JoinLocal { request, outputs, reply }) => {
+                    let key = self.core.next_key_hint();
+                    locals.insert(key, outputs);
+                    let joined = self.core.join_local(now, unix_ms(), request);
+                    let _ = reply.send(joined);
+                }
+                Some(RoomCommand::Signal { key, message }) => self.core.handle_signal(now, key, message),
+                Some(RoomCommand::SignalClosed { key, reason }) => self.core.signal_closed(now, key, reason),
+                Some(RoomCommand::Datagram { key, role, source, destination, contents, received_at }) => {
+                    self.core.handle_receive(received_at.min(now), key, role, source, destination, &contents);
+                }
+                Some(RoomCommand::Local { key, command, reply }) => {
+                    let _ = reply.send(self.core.handle_local(now, key, command));
+                }
+                Some(RoomCommand::Close { reason }) => {
+                    self.core.close(now, reason);
+                    closing = true;
+                }
+                None => {
+                    if deadline.is_some_and(|at| at <= now) {
+                        self.core.handle_timeout(now);
+                    }
+                    if empty_deadline.is_some_and(|at| at <= now) && self.core.is_empty() {
+                        closing = true;
+                    }
+                }
+            }
+            self.carry_out(&mut signals, &mut locals);
+            if self.core.is_empty() {
+                empty_since.get_or_insert(now);
+            } else {
+                empty_since = None;
+            }
+            if closing {
+                break;
+            }
+        }
+        self.commands.close();
+        // Anyone still waiting on the room learns it is gone.
+        while let Ok(command) = self.commands.try_recv() {
+            drop(command);
+        }
+        self.mux.remove_room(self.id);
+        tracing::debug!(room = %self.name, "room closed");
+        (self.on_exit)(self.id);
+    }
+
+    fn carry_out(
+        &mut self,
+        signals: &mut HashMap<Key, mpsc::Sender<proto::signal_response::Message>>,
+        locals: &mut HashMap<Key, mpsc::Sender<LocalOutput>>,
+    ) {
+        let mut too_slow = Vec::new();
+        loop {
+            while let Some(output) = self.core.poll_output() {
+                match output {
+                    CoreOutput::Transmit { source, destination, contents } => {
+                        self.mux.send(source, destination, &contents);
+                    }
+                    CoreOutput::Signal { to, message } => {
+                        if let Some(sender) = signals.get(&to) {
+                            if sender.try_send(message).is_err() {
+                                too_slow.push(to);
+                            }
+                        }
+                    }
+                    CoreOutput::CloseSignal { to } => {
+                        // Dropping the sender ends the connection after what is queued (the
+                        // leave) has been written.
+                        signals.remove(&to);
+                    }
+                    CoreOutput::Local { to, output } => {
+                        if let Some(sender) = locals.get(&to) {
+                            let disconnected = matches!(
+                                output,
+                                LocalOutput::Event(crate::model::RoomEvent::Disconnected { .. })
+                            );
+                            if let Err(mpsc::error::TrySendError::Full(output)) = sender.try_send(output) {
+                                if !matches!(output, LocalOutput::Event(crate::model::RoomEvent::AudioFrame(_))) {
+                                    tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                                }
+                            }
+                            if disconnected {
+                                locals.remove(&to);
+                            }
+                        }
+                    }
+                    CoreOutput::RouteAdded { ufrag, key, role } => {
+                        self.mux.add_route(ufrag, self.id, key, role, self.sender.clone());
+                    }
+                    CoreOutput::RoutesRemoved { key } => self.mux.remove_routes(self.id, key),
+                }
+            }
+            if too_slow.is_empty() {
+                break;
+            }
+            let now = Instant::now();
+            for key in too_slow.drain(..) {
+                tracing::info!(room = %self.name, "signal client too slow; disconnecting");
+                signals.remove(&key);
+                self.core.signal_closed(now, key, LeaveReason::SignalClosed);
+            }
+        }
+        locals.retain(|_, sender| !sender.is_closed());
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(0))
+}

@@ -1,0 +1,319 @@
+//! [`RoomServer`]: the registry of live rooms, the UDP sockets, and the entry points used by the
+//! HTTP layer (signalling routes) and by the session runtime (in-process participants).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket as StdUdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use livekit_protocol as proto;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::actor::{LOCAL_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
+use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore};
+use crate::local::LocalParticipant;
+use crate::model::{LeaveReason, ParticipantKind};
+use crate::signal::RoomLink;
+use crate::token::RoomCredentials;
+use crate::udp::{RoomId, UdpMux};
+
+/// How the room server runs.
+#[derive(Debug, Clone)]
+pub struct RoomServerConfig {
+    /// UDP port for all WebRTC traffic (0 = any free port).
+    pub udp_port: u16,
+    /// Addresses to bind and advertise as ICE host candidates. Empty: loopback plus the address
+    /// of the interface that holds the default route.
+    pub node_ips: Vec<IpAddr>,
+    /// How long an empty room lives before it closes.
+    pub empty_timeout: Duration,
+    /// Seconds between client pings (sent in the join response).
+    pub ping_interval_seconds: i32,
+    /// Seconds of silence after which either side gives up.
+    pub ping_timeout_seconds: i32,
+}
+
+impl Default for RoomServerConfig {
+    fn default() -> RoomServerConfig {
+        RoomServerConfig {
+            udp_port: 7882,
+            node_ips: Vec::new(),
+            empty_timeout: Duration::from_secs(300),
+            ping_interval_seconds: 5,
+            ping_timeout_seconds: 15,
+        }
+    }
+}
+
+/// Why the room server could not start or a room operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RoomError {
+    /// Binding the UDP sockets failed.
+    #[error("binding the room's UDP socket on {address}: {source}")]
+    Bind {
+        /// What was bound.
+        address: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// No DTLS certificate could be generated.
+    #[error("generating the DTLS certificate failed")]
+    Certificate,
+    /// The server is shutting down.
+    #[error("the room server is shutting down")]
+    ShuttingDown,
+    /// The room closed while the request was in flight.
+    #[error("the room closed")]
+    RoomClosed,
+    /// A local participant command failed.
+    #[error(transparent)]
+    Local(#[from] crate::core::LocalError),
+}
+
+/// Options for joining a room in-process.
+#[derive(Debug, Clone)]
+pub struct LocalJoinOptions {
+    /// Identity (unique in the room; joining with a taken identity replaces the holder).
+    pub identity: String,
+    /// Display name.
+    pub name: String,
+    /// Kind; the session runtime joins as [`ParticipantKind::Agent`].
+    pub kind: ParticipantKind,
+    /// Initial metadata.
+    pub metadata: String,
+    /// Initial attributes.
+    pub attributes: std::collections::BTreeMap<String, String>,
+}
+
+struct RoomEntry {
+    id: RoomId,
+    sender: mpsc::Sender<RoomCommand>,
+}
+
+struct Inner {
+    credentials: RoomCredentials,
+    config: RoomServerConfig,
+    settings: Arc<MediaSettings>,
+    mux: Arc<UdpMux>,
+    rooms: Mutex<HashMap<String, RoomEntry>>,
+    next_room_id: AtomicU64,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// The embedded LiveKit-compatible room server. Cheap to clone.
+#[derive(Clone)]
+pub struct RoomServer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RoomServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoomServer").field("udp", &self.udp_addrs()).finish_non_exhaustive()
+    }
+}
+
+static CRYPTO: Once = Once::new();
+
+impl RoomServer {
+    /// Binds the UDP sockets and starts their receive loops. Rooms are created on demand.
+    pub async fn start(config: RoomServerConfig, credentials: RoomCredentials) -> Result<RoomServer, RoomError> {
+        CRYPTO.call_once(|| str0m::crypto::from_feature_flags().install_process_default());
+        let ips = if config.node_ips.is_empty() { default_node_ips() } else { config.node_ips.clone() };
+        let mux = UdpMux::bind(&ips, config.udp_port).await.map_err(|source| RoomError::Bind {
+            address: format!("{ips:?} port {}", config.udp_port),
+            source,
+        })?;
+        let dtls_cert =
+            str0m::crypto::from_feature_flags().dtls_provider.generate_certificate().ok_or(RoomError::Certificate)?;
+        let settings = Arc::new(MediaSettings {
+            candidates: mux.local_addrs(),
+            dtls_cert,
+            ping_interval: config.ping_interval_seconds.max(1),
+            ping_timeout: config.ping_timeout_seconds.max(2),
+            node_id: format!("ND_{}", std::process::id()),
+        });
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        mux.spawn_receivers(&tasks, shutdown.clone());
+        Ok(RoomServer {
+            inner: Arc::new(Inner {
+                credentials,
+                config,
+                settings,
+                mux,
+                rooms: Mutex::new(HashMap::new()),
+                next_room_id: AtomicU64::new(1),
+                shutdown,
+                tasks,
+            }),
+        })
+    }
+
+    /// The signalling routes (`/rtc`, `/rtc/validate`, `/rtc/v1…`); mount them at the path of
+    /// the room URL handed to clients (e.g. `/room`).
+    pub fn router(&self) -> axum::Router {
+        crate::signal::router(self.clone())
+    }
+
+    /// The UDP addresses advertised to clients.
+    pub fn udp_addrs(&self) -> Vec<SocketAddr> {
+        self.inner.settings.candidates.clone()
+    }
+
+    /// Token verification for joins.
+    pub fn credentials(&self) -> &RoomCredentials {
+        &self.inner.credentials
+    }
+
+    pub(crate) fn ping_timeout_seconds(&self) -> i32 {
+        self.inner.settings.ping_timeout
+    }
+
+    /// Names of the rooms that are open now.
+    pub fn room_names(&self) -> Vec<String> {
+        let rooms = self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut names: Vec<String> = rooms.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Known UDP routes (ufrags, learned addresses); for tests and metrics.
+    pub fn udp_route_count(&self) -> (usize, usize) {
+        self.inner.mux.route_count()
+    }
+
+    /// The room's command channel, creating the room if it does not exist.
+    fn room_sender(&self, name: &str) -> Result<mpsc::Sender<RoomCommand>, RoomError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(RoomError::ShuttingDown);
+        }
+        let mut rooms = self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(entry) = rooms.get(name) {
+            if !entry.sender.is_closed() {
+                return Ok(entry.sender.clone());
+            }
+        }
+        let id = self.inner.next_room_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, commands) = mpsc::channel(ROOM_QUEUE);
+        let weak = Arc::downgrade(&self.inner);
+        let room_name = name.to_owned();
+        let actor = RoomActor {
+            id,
+            name: name.to_owned(),
+            core: RoomCore::new(name.to_owned(), unix_ms(), self.inner.settings.clone()),
+            commands,
+            sender: sender.clone(),
+            mux: self.inner.mux.clone(),
+            empty_timeout: self.inner.config.empty_timeout,
+            shutdown: self.inner.shutdown.clone(),
+            on_exit: Box::new(move |id| {
+                if let Some(inner) = weak.upgrade() {
+                    let mut rooms = inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if rooms.get(&room_name).is_some_and(|entry| entry.id == id) {
+                        rooms.remove(&room_name);
+                    }
+                }
+            }),
+        };
+        self.inner.tasks.spawn(actor.run());
+        rooms.insert(name.to_owned(), RoomEntry { id, sender: sender.clone() });
+        Ok(sender)
+    }
+
+    /// Sends a join to the room, recreating the room once if it closed in between.
+    async fn join(
+        &self,
+        room: &str,
+        make: impl Fn(oneshot::Sender<Key>) -> RoomCommand,
+    ) -> Result<(mpsc::Sender<RoomCommand>, Key), RoomError> {
+        for _ in 0..2 {
+            let sender = self.room_sender(room)?;
+            let (reply, key) = oneshot::channel();
+            if sender.send(make(reply)).await.is_err() {
+                continue;
+            }
+            if let Ok(key) = key.await {
+                return Ok((sender, key));
+            }
+        }
+        Err(RoomError::RoomClosed)
+    }
+
+    pub(crate) async fn join_remote(
+        &self,
+        room: &str,
+        request: JoinRequest,
+        signal: mpsc::Sender<proto::signal_response::Message>,
+    ) -> Result<(RoomLink, Key), RoomError> {
+        let (sender, key) = self
+            .join(room, |reply| RoomCommand::JoinRemote { request: request.clone(), signal: signal.clone(), reply })
+            .await?;
+        Ok((RoomLink { sender }, key))
+    }
+
+    /// Joins `room` in-process (creating it if needed), with no WebRTC hop: audio arrives as
+    /// Opus frames straight from the publishers' connections.
+    pub async fn join_local(&self, room: &str, options: LocalJoinOptions) -> Result<LocalParticipant, RoomError> {
+        let request = JoinRequest {
+            identity: options.identity.clone(),
+            name: options.name,
+            metadata: options.metadata,
+            attributes: options.attributes,
+            kind: options.kind,
+            permissions: Permissions::ALL,
+            auto_subscribe: true,
+            client_protocol: 0,
+        };
+        let (outputs, receiver) = mpsc::channel(LOCAL_QUEUE);
+        let (sender, key) = self
+            .join(room, |reply| RoomCommand::JoinLocal { request: request.clone(), outputs: outputs.clone(), reply })
+            .await?;
+        Ok(LocalParticipant::start(room.to_owned(), options.identity, key, sender, receiver))
+    }
+
+    /// Closes a room: every participant gets a leave with `reason`. Returns whether it existed.
+    pub async fn close_room(&self, room: &str, reason: LeaveReason) -> bool {
+        let sender = {
+            let rooms = self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            rooms.get(room).map(|entry| entry.sender.clone())
+        };
+        match sender {
+            Some(sender) => sender.send(RoomCommand::Close { reason }).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Closes every room (participants get a leave with `SERVER_SHUTDOWN`) and stops the UDP
+    /// loops; returns when every task has ended.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+}
+
+/// Loopback (local clients, tests) plus the address of the interface holding the default route
+/// (found by "connecting" a UDP socket, which sends nothing).
+fn default_node_ips() -> Vec<IpAddr> {
+    let mut ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    let routed = StdUdpSocket::bind("0.0.0.0:0")
+        .and_then(|socket| socket.connect("192.0.2.1:9").map(|()| socket))
+        .and_then(|socket| socket.local_addr());
+    if let Ok(address) = routed {
+        let ip = address.ip();
+        if !ip.is_loopback() && !ip.is_unspecified() {
+            ips.push(ip);
+        }
+    }
+    ips
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
+}

@@ -1,0 +1,238 @@
+//! The room server's UDP sockets and the demultiplexer that hands each datagram to the room that
+//! owns its peer connection.
+//!
+//! Every peer connection gets a process-unique ICE username fragment. A STUN binding request
+//! names it in its USERNAME attribute (`<our ufrag>:<their ufrag>`), which routes the request and
+//! teaches the demultiplexer the client's address; DTLS, SRTP and SCTP that follow from that
+//! address take the learned route. One socket is bound per advertised host address, so the
+//! destination of every datagram is known exactly (str0m matches it against its candidates).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::actor::RoomCommand;
+use crate::core::{Key, PcRole};
+
+/// Identifies one room actor (names can be reused after a room closes).
+pub(crate) type RoomId = u64;
+
+/// Where a datagram goes.
+#[derive(Clone)]
+struct Route {
+    room: RoomId,
+    key: Key,
+    role: PcRole,
+    sender: mpsc::Sender<RoomCommand>,
+}
+
+#[derive(Default)]
+struct Routes {
+    by_ufrag: HashMap<String, Route>,
+    by_address: HashMap<(SocketAddr, SocketAddr), Route>,
+    /// What to forget when a participant leaves.
+    owned: HashMap<(RoomId, Key), (Vec<String>, Vec<(SocketAddr, SocketAddr)>)>,
+}
+
+/// The sockets plus the routing table.
+pub(crate) struct UdpMux {
+    sockets: Vec<Arc<UdpSocket>>,
+    routes: Mutex<Routes>,
+}
+
+/// Largest datagram read; WebRTC keeps packets under the path MTU.
+const MAX_DATAGRAM: usize = 2048;
+
+impl UdpMux {
+    /// Binds one socket per address (port 0 picks a free port per socket).
+    pub(crate) async fn bind(ips: &[IpAddr], port: u16) -> std::io::Result<Arc<UdpMux>> {
+        let mut sockets = Vec::new();
+        for ip in ips {
+            sockets.push(Arc::new(UdpSocket::bind(SocketAddr::new(*ip, port)).await?));
+        }
+        Ok(Arc::new(UdpMux { sockets, routes: Mutex::new(Routes::default()) }))
+    }
+
+    /// The bound addresses, advertised as host candidates.
+    pub(crate) fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.sockets.iter().filter_map(|socket| socket.local_addr().ok()).collect()
+    }
+
+    /// Starts one receive loop per socket; they end with `shutdown`.
+    pub(crate) fn spawn_receivers(self: &Arc<Self>, tasks: &tokio_util::task::TaskTracker, shutdown: CancellationToken) {
+        for socket in &self.sockets {
+            let mux = self.clone();
+            let socket = socket.clone();
+            let shutdown = shutdown.clone();
+            tasks.spawn(async move {
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    () = mux.receive_loop(socket) => {}
+                }
+            });
+        }
+    }
+
+    async fn receive_loop(&self, socket: Arc<UdpSocket>) {
+        let Ok(destination) = socket.local_addr() else { return };
+        let mut buffer = vec![0u8; MAX_DATAGRAM];
+        loop {
+            let (length, source) = match socket.recv_from(&mut buffer).await {
+                Ok(received) => received,
+                // ICMP port unreachable and friends surface here on Linux; keep serving.
+                Err(error) => {
+                    tracing::debug!(%error, "udp receive error");
+                    continue;
+                }
+            };
+            let datagram = &buffer[..length];
+            let Some(route) = self.route(source, destination, datagram) else { continue };
+            let command = RoomCommand::Datagram {
+                key: route.key,
+                role: route.role,
+                source,
+                destination,
+                contents: datagram.to_vec(),
+                received_at: Instant::now(),
+            };
+            // A room that cannot keep up loses datagrams, exactly as a congested network would.
+            let _ = route.sender.try_send(command);
+        }
+    }
+
+    fn route(&self, source: SocketAddr, destination: SocketAddr, datagram: &[u8]) -> Option<Route> {
+        let mut routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(ufrag) = stun_local_ufrag(datagram) {
+            let route = routes.by_ufrag.get(ufrag)?.clone();
+            let pair = (source, destination);
+            if routes.by_address.insert(pair, route.clone()).is_none() {
+                routes.owned.entry((route.room, route.key)).or_default().1.push(pair);
+            }
+            return Some(route);
+        }
+        routes.by_address.get(&(source, destination)).cloned()
+    }
+
+    /// Registers the ufrag of a new peer connection.
+    pub(crate) fn add_route(
+        &self,
+        ufrag: String,
+        room: RoomId,
+        key: Key,
+        role: PcRole,
+        sender: mpsc::Sender<RoomCommand>,
+    ) {
+        let mut routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        routes.owned.entry((room, key)).or_default().0.push(ufrag.clone());
+        routes.by_ufrag.insert(ufrag, Route { room, key, role, sender });
+    }
+
+    /// Forgets every route of a participant.
+    pub(crate) fn remove_routes(&self, room: RoomId, key: Key) {
+        let mut routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((ufrags, addresses)) = routes.owned.remove(&(room, key)) {
+            for ufrag in ufrags {
+                routes.by_ufrag.remove(&ufrag);
+            }
+            for address in addresses {
+                routes.by_address.remove(&address);
+            }
+        }
+    }
+
+    /// Forgets every route of a room.
+    pub(crate) fn remove_room(&self, room: RoomId) {
+        let keys: Vec<Key> = {
+            let routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            routes.owned.keys().filter(|(owner, _)| *owner == room).map(|(_, key)| *key).collect()
+        };
+        for key in keys {
+            self.remove_routes(room, key);
+        }
+    }
+
+    /// Sends a datagram from the socket bound to `source`. Never waits: a full socket buffer
+    /// drops the datagram, which WebRTC tolerates.
+    pub(crate) fn send(&self, source: SocketAddr, destination: SocketAddr, contents: &[u8]) {
+        let socket = self
+            .sockets
+            .iter()
+            .find(|socket| socket.local_addr().is_ok_and(|addr| addr == source))
+            .or_else(|| self.sockets.first());
+        if let Some(socket) = socket {
+            if let Err(error) = socket.try_send_to(contents, destination) {
+                tracing::trace!(%error, "udp send dropped");
+            }
+        }
+    }
+
+    /// Routes currently known (for tests and metrics).
+    pub(crate) fn route_count(&self) -> (usize, usize) {
+        let routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (routes.by_ufrag.len(), routes.by_address.len())
+    }
+}
+
+/// The local (our) ufrag of a STUN binding request, if the datagram is one.
+fn stun_local_ufrag(datagram: &[u8]) -> Option<&str> {
+    // RFC 5389: first two bits zero, magic cookie at bytes 4..8, attributes after 20 bytes.
+    if datagram.len() < 20 || datagram[0] & 0xC0 != 0 || datagram[4..8] != [0x21, 0x12, 0xA4, 0x42] {
+        return None;
+    }
+    let length = usize::from(u16::from_be_bytes([datagram[2], datagram[3]]));
+    let body = datagram.get(20..20 + length)?;
+    let mut offset = 0;
+    while offset + 4 <= body.len() {
+        let kind = u16::from_be_bytes([body[offset], body[offset + 1]]);
+        let size = usize::from(u16::from_be_bytes([body[offset + 2], body[offset + 3]]));
+        let value = body.get(offset + 4..offset + 4 + size)?;
+        if kind == 0x0006 {
+            let username = std::str::from_utf8(value).ok()?;
+            return username.split(':').next();
+        }
+        offset += 4 + size.div_ceil(4) * 4;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stun_with_username(username: &str) -> Vec<u8> {
+        let mut attribute = vec![0x00, 0x06];
+        attribute.extend_from_slice(&u16::try_from(username.len()).unwrap_or(0).to_be_bytes());
+        attribute.extend_from_slice(username.as_bytes());
+        while attribute.len() % 4 != 0 {
+            attribute.push(0);
+        }
+        let mut packet = vec![0x00, 0x01];
+        packet.extend_from_slice(&u16::try_from(attribute.len()).unwrap_or(0).to_be_bytes());
+        packet.extend_from_slice(&[0x21, 0x12, 0xA4, 0x42]);
+        packet.extend_from_slice(&[7; 12]);
+        packet.extend_from_slice(&attribute);
+        packet
+    }
+
+    #[test]
+    fn the_local_ufrag_is_read_from_a_binding_request() {
+        assert_eq!(stun_local_ufrag(&stun_with_username("ours123:theirs")), Some("ours123"));
+    }
+
+    #[test]
+    fn non_stun_and_truncated_datagrams_have_no_ufrag() {
+        assert_eq!(stun_local_ufrag(&[0x80; 40]), None, "RTP");
+        assert_eq!(stun_local_ufrag(&[22, 254, 253]), None, "DTLS");
+        let mut truncated = stun_with_username("ours:theirs");
+        truncated.truncate(26);
+        assert_eq!(stun_local_ufrag(&truncated), None);
+        let mut lying = stun_with_username("ours:theirs");
+        lying[2] = 0xFF;
+        assert_eq!(stun_local_ufrag(&lying), None, "length beyond the datagram");
+    }
+}
