@@ -777,6 +777,7 @@ impl RoomCore {
 
     fn handle_update_metadata(&mut self, now: Instant, key: Key, update: proto::UpdateParticipantMetadata) {
         let Some(participant) = self.participants.get_mut(&key) else { return };
+        let mut broadcast = false;
         let reason = if !participant.permissions.can_update_metadata {
             proto::request_response::Reason::NotAllowed
         } else {
@@ -786,9 +787,7 @@ impl RoomCore {
                 update.attributes.into_iter().collect(),
             ) {
                 Ok(changed) => {
-                    if changed.is_some() {
-                        self.broadcast_update(key, true);
-                    }
+                    broadcast = changed.is_some();
                     proto::request_response::Reason::Ok
                 }
                 Err(()) => proto::request_response::Reason::LimitExceeded,
@@ -808,6 +807,10 @@ impl RoomCore {
                 request: None,
             }),
         });
+        // The answer first, then the update everyone (the sender included) sees.
+        if broadcast {
+            self.broadcast_update(key, true);
+        }
         let _ = now;
     }
 
