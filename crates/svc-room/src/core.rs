@@ -1106,6 +1106,10 @@ impl RoomCore {
         let Some(participant) = self.participants.get_mut(&key) else { return };
         let Body::Remote(remote) = &mut participant.body else { return };
         remote.last_media_activity = now;
+        // libwebrtc sends padding-only packets for bandwidth probing; they carry no audio.
+        if payload.is_empty() {
+            return;
+        }
         let Some(track_sid) = remote.upstream.get(&mid).cloned() else { return };
         let identity: Arc<str> = Arc::from(participant.identity.as_str());
         let rtp = time.rebase(Frequency::FORTY_EIGHT_KHZ).numer();

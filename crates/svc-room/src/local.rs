@@ -351,6 +351,9 @@ impl RemoteAudioDecoder {
 
     /// Appends the frame's PCM (plus concealment for any gap before it) to `out`.
     pub fn decode(&mut self, frame: &RemoteAudioFrame, out: &mut Vec<i16>) -> Result<(), svc_audio::AudioError> {
+        if frame.opus.is_empty() {
+            return Ok(());
+        }
         self.decoder.push(frame.rtp_timestamp, &frame.opus, out).map(|_| ())
     }
 }
