@@ -527,6 +527,8 @@ mod tests {
             ConfigArgs { default_provider: Some("provider_z".into()), ..Default::default() },
             ConfigArgs { room_url: Some("ftp://x/room".into()), ..Default::default() },
             ConfigArgs { room_api_secret: Some("short".into()), ..Default::default() },
+            ConfigArgs { room_node_ip: Some("10.0.0.300".into()), ..Default::default() },
+            ConfigArgs { room_node_ip: Some("0.0.0.0".into()), ..Default::default() },
             ConfigArgs { max_session_seconds: Some("59".into()), ..Default::default() },
             ConfigArgs { max_session_seconds: Some("14401".into()), ..Default::default() },
             ConfigArgs { server_tools: Some("end_call,teleport".into()), ..Default::default() },
@@ -556,6 +558,16 @@ mod tests {
         assert_eq!(config.sdk_floors[1].min_version, (2, 0, 1));
         let defaults = resolve(ConfigArgs::default()).expect("valid");
         assert_eq!(defaults.room.url.as_str(), "ws://127.0.0.1:8080/room");
+        assert_eq!(defaults.room.udp_port, DEFAULT_ROOM_UDP_PORT);
+        assert!(defaults.room.node_ips.is_empty(), "detected at start");
+        let pinned = resolve(ConfigArgs {
+            room_udp_port: Some(0),
+            room_node_ip: Some("127.0.0.1, 10.1.2.3".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(pinned.room.udp_port, 0);
+        assert_eq!(pinned.room.node_ips.len(), 2);
         assert_eq!(defaults.max_session_seconds, Some(DEFAULT_MAX_SESSION_SECONDS));
         let dir = tempfile::tempdir().expect("tempdir");
         let catalog = dir.path().join("models.toml");

@@ -52,3 +52,16 @@ pub fn room_mount_path(room_url: &url::Url) -> String {
     let path = room_url.path().trim_end_matches('/');
     if path.is_empty() { "/room".to_owned() } else { path.to_owned() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::room_mount_path;
+
+    #[test]
+    fn the_room_mounts_at_the_room_url_path() {
+        let mount = |url: &str| room_mount_path(&url::Url::parse(url).expect("url"));
+        assert_eq!(mount("ws://h:8080/room"), "/room");
+        assert_eq!(mount("wss://h/voice/room/"), "/voice/room");
+        assert_eq!(mount("ws://h:8080"), "/room", "clients append /rtc to the path; none means /room");
+    }
+}
