@@ -12,6 +12,7 @@
 //! rooms; `signal` is the HTTP/WebSocket edge; `local` is the in-process participant.
 
 mod actor;
+pub mod client;
 pub mod core;
 mod ids;
 mod local;

@@ -1,0 +1,528 @@
+//! The str0m-based [`RoomClient`] against the embedded room server, over real sockets on
+//! 127.0.0.1: two clients and an in-process participant in one room. Audio is checked by
+//! decoding it and correlating it with what was sent, not by counting packets; every wait is
+//! bounded and names what it waited for.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use livekit_protocol as proto;
+use svc_audio::analysis::{best_correlation, speech_like_signal};
+use svc_audio::{FRAME_SAMPLES, OpusEncoder, TrackDecoder};
+use svc_room::client::{ClientError, ClientEvent, ClientOptions, RoomClient};
+use svc_room::{
+    LeaveReason, LocalJoinOptions, LocalParticipant, ParticipantKind, RoomCredentials, RoomEvent, RoomServer,
+    RoomServerConfig,
+};
+
+const KEY: &str = "devkey";
+const SECRET: &str = "secret_secret_secret_secret_secret_";
+/// Every single wait in these tests is bounded by this (or less).
+const WAIT: Duration = Duration::from_secs(10);
+/// Reference audio: 2 s of the speech-like test signal.
+const REFERENCE_SAMPLES: usize = 96_000;
+/// Correlation a good audio path reaches (the Python SDK test gets ~0.96).
+const MIN_CORRELATION: f64 = 0.9;
+
+struct Harness {
+    room: RoomServer,
+    url: String,
+    credentials: RoomCredentials,
+}
+
+async fn start() -> Harness {
+    let credentials = RoomCredentials::new(KEY, SECRET);
+    let config = RoomServerConfig {
+        udp_port: 0,
+        node_ips: vec!["127.0.0.1".parse().expect("ip")],
+        empty_timeout: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let http = listener.local_addr().expect("addr");
+    let router = axum::Router::new().nest("/room", room.router());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    Harness { room, url: format!("ws://{http}/room"), credentials }
+}
+
+impl Harness {
+    async fn client(&self, room: &str, identity: &str) -> RoomClient {
+        let expires = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs())
+            .expect("seconds")
+            + 600;
+        let token = self.credentials.participant_token(room, identity, Some(identity), expires).expect("mint");
+        RoomClient::connect(&self.url, &token, ClientOptions { connect_timeout: WAIT, ..Default::default() })
+            .await
+            .unwrap_or_else(|error| panic!("client {identity:?} could not connect: {error}"))
+    }
+
+    async fn agent(&self, room: &str) -> LocalParticipant {
+        let options = LocalJoinOptions {
+            identity: "agent".into(),
+            name: "Agent".into(),
+            kind: ParticipantKind::Agent,
+            metadata: String::new(),
+            attributes: Default::default(),
+        };
+        self.room.join_local(room, options).await.expect("in-process join")
+    }
+}
+
+/// Awaits `future` for at most `limit`, failing the test with `what` otherwise.
+async fn within<T>(limit: Duration, what: &str, future: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {limit:?} waiting for {what}"),
+    }
+}
+
+/// Reads client events until `pick` returns `Some`, failing with `what` on timeout or close.
+async fn client_wait<T>(client: &mut RoomClient, what: &str, mut pick: impl FnMut(&ClientEvent) -> Option<T>) -> T {
+    within(WAIT, what, async {
+        loop {
+            match client.next_event().await {
+                Some(event) => {
+                    if let Some(found) = pick(&event) {
+                        return found;
+                    }
+                }
+                None => panic!("client closed while waiting for {what}"),
+            }
+        }
+    })
+    .await
+}
+
+/// Reads in-process events until `pick` returns `Some`.
+async fn agent_wait<T>(agent: &mut LocalParticipant, what: &str, mut pick: impl FnMut(&RoomEvent) -> Option<T>) -> T {
+    within(WAIT, what, async {
+        loop {
+            match agent.next_event().await {
+                Some(event) => {
+                    if let Some(found) = pick(&event) {
+                        return found;
+                    }
+                }
+                None => panic!("in-process participant closed while waiting for {what}"),
+            }
+        }
+    })
+    .await
+}
+
+fn encode_all(encoder: &mut OpusEncoder, pcm: &[i16]) -> Vec<Vec<u8>> {
+    pcm.chunks_exact(FRAME_SAMPLES).map(|frame| encoder.encode_frame(frame).expect("encode")).collect()
+}
+
+/// Decodes frames (sorted by RTP timestamp) into PCM.
+fn decode_all(mut frames: Vec<(u64, Vec<u8>)>) -> Vec<i16> {
+    frames.sort_by_key(|(rtp, _)| *rtp);
+    let mut decoder = TrackDecoder::new().expect("decoder");
+    let mut pcm = Vec::new();
+    for (rtp, opus) in frames {
+        decoder.push(rtp, &opus, &mut pcm).expect("decode");
+    }
+    pcm
+}
+
+/// Asserts that `received` carries all of `reference`, recognisably.
+fn assert_carries(path: &str, reference: &[i16], received: &[i16]) {
+    let correlation = best_correlation(reference, received, 3 * 48_000);
+    eprintln!("{path}: correlation {:.3} at a lag of {} samples", correlation.coefficient, correlation.lag_samples);
+    assert!(
+        correlation.coefficient >= MIN_CORRELATION,
+        "{path}: received audio correlates {:.3} with what was sent (need ≥ {MIN_CORRELATION}); {correlation:?}, {} samples received",
+        correlation.coefficient,
+        received.len()
+    );
+    assert!(
+        correlation.overlap_samples * 100 >= reference.len() * 95,
+        "{path}: only {} of {} reference samples arrived",
+        correlation.overlap_samples,
+        reference.len()
+    );
+}
+
+/// Frames collected until `expected` frames arrived and the stream then stayed quiet for
+/// 300 ms (or `WAIT` ran out, which the caller's correlation check then reports).
+struct Collected {
+    frames: Vec<(u64, Vec<u8>)>,
+}
+
+const QUIET: Duration = Duration::from_millis(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audio_flows_between_clients_and_the_in_process_participant_both_ways() {
+    let harness = start().await;
+    let mut agent = harness.agent("audio").await;
+    let mut alice = harness.client("audio", "alice").await;
+    let mut bob = harness.client("audio", "bob").await;
+    assert_eq!(alice.info().identity, "alice");
+    assert!(alice.info().room_sid.starts_with("RM_"), "{:?}", alice.info());
+    assert!(
+        bob.info().other_participants.iter().any(|p| p.identity == "alice")
+            && bob.info().other_participants.iter().any(|p| p.identity == "agent"),
+        "bob's join response lists alice and the agent: {:?}",
+        bob.info().other_participants.iter().map(|p| &p.identity).collect::<Vec<_>>()
+    );
+
+    // Alice publishes; bob and the agent subscribe.
+    let alice_track = within(WAIT, "alice's publication", alice.publish_audio("microphone")).await.expect("publish");
+    assert!(alice_track.starts_with("TR_"), "{alice_track}");
+    let subscribed = client_wait(&mut bob, "bob's subscription to alice's track", |event| match event {
+        ClientEvent::TrackSubscribed { participant_identity, track_sid, .. } => {
+            Some((participant_identity.clone(), track_sid.clone()))
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(subscribed, ("alice".to_owned(), alice_track.clone()));
+    agent_wait(&mut agent, "the agent to see alice's track", |event| match event {
+        RoomEvent::TrackPublished { participant_identity, track } if participant_identity == "alice" => {
+            assert_eq!(track.sid, alice_track);
+            Some(())
+        }
+        _ => None,
+    })
+    .await;
+
+    // Bob and the agent collect alice's frames on their own tasks while she sends.
+    let bob_primed = Arc::new(AtomicBool::new(false));
+    let agent_primed = Arc::new(AtomicBool::new(false));
+    let bob_collector = {
+        let primed = bob_primed.clone();
+        let track = alice_track.clone();
+        tokio::spawn(async move {
+            let mut frames = Vec::new();
+            let mut last = Instant::now();
+            let deadline = Instant::now() + 3 * WAIT;
+            while Instant::now() < deadline {
+                match tokio::time::timeout(QUIET, bob.next_event()).await {
+                    Ok(Some(ClientEvent::AudioFrame(frame))) if *frame.track_sid == *track => {
+                        assert_eq!(&*frame.participant_identity, "alice");
+                        primed.store(true, Ordering::SeqCst);
+                        frames.push((frame.rtp_timestamp, frame.opus.to_vec()));
+                        last = Instant::now();
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("bob closed while receiving alice's audio"),
+                    Err(_) if frames.len() > REFERENCE_SAMPLES / FRAME_SAMPLES && last.elapsed() >= QUIET => break,
+                    Err(_) => {}
+                }
+            }
+            (Collected { frames }, bob)
+        })
+    };
+    let agent_collector = {
+        let primed = agent_primed.clone();
+        tokio::spawn(async move {
+            let mut frames = Vec::new();
+            let mut last = Instant::now();
+            let deadline = Instant::now() + 3 * WAIT;
+            while Instant::now() < deadline {
+                match tokio::time::timeout(QUIET, agent.next_event()).await {
+                    Ok(Some(RoomEvent::AudioFrame(frame))) => {
+                        assert_eq!(&*frame.participant_identity, "alice");
+                        primed.store(true, Ordering::SeqCst);
+                        frames.push((frame.rtp_timestamp, frame.opus.to_vec()));
+                        last = Instant::now();
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("the agent closed while receiving alice's audio"),
+                    Err(_) if frames.len() > REFERENCE_SAMPLES / FRAME_SAMPLES && last.elapsed() >= QUIET => break,
+                    Err(_) => {}
+                }
+            }
+            (Collected { frames }, agent)
+        })
+    };
+
+    // Silence until both receive (the subscriber paths are negotiated by then), then the
+    // reference, one 20 ms frame every 20 ms, with RTP timestamps from an arbitrary base.
+    let reference = speech_like_signal(REFERENCE_SAMPLES);
+    let mut encoder = OpusEncoder::new_voice().expect("encoder");
+    let silence = encoder.encode_frame(&[0i16; FRAME_SAMPLES]).expect("encode");
+    let packets = encode_all(&mut encoder, &reference);
+    let audio = alice.audio_sender();
+    let base = 7_000_000u64;
+    let mut rtp = base;
+    let mut ticker = tokio::time::interval(Duration::from_millis(20));
+    let priming_deadline = Instant::now() + WAIT;
+    while !(bob_primed.load(Ordering::SeqCst) && agent_primed.load(Ordering::SeqCst)) {
+        assert!(
+            Instant::now() < priming_deadline,
+            "no audio from alice reached {} within {WAIT:?}",
+            if bob_primed.load(Ordering::SeqCst) { "the agent" } else { "bob" }
+        );
+        ticker.tick().await;
+        audio.send_opus(rtp, silence.clone()).expect("send silence");
+        rtp += FRAME_SAMPLES as u64;
+    }
+    let mut sent = HashSet::new();
+    for packet in &packets {
+        ticker.tick().await;
+        audio.send_opus(rtp, packet.clone()).expect("send");
+        sent.insert(rtp);
+        rtp += FRAME_SAMPLES as u64;
+    }
+    let (bob_frames, bob) = within(4 * WAIT, "bob's collector", bob_collector).await.expect("bob's collector");
+    let (agent_frames, mut agent) =
+        within(4 * WAIT, "the agent's collector", agent_collector).await.expect("agent's collector");
+
+    // RTP timestamps survive the room unchanged (the load benchmark matches frames by them).
+    let agent_rtps: HashSet<u64> = agent_frames.frames.iter().map(|(rtp, _)| *rtp).collect();
+    let arrived = sent.intersection(&agent_rtps).count();
+    assert!(
+        arrived * 100 >= sent.len() * 95,
+        "the agent got {arrived} of {} reference frames with their sent RTP timestamps; first received {:?}",
+        sent.len(),
+        agent_frames.frames.first().map(|(rtp, _)| rtp)
+    );
+    assert_carries("alice → room → bob (str0m client)", &reference, &decode_all(bob_frames.frames));
+    assert_carries("alice → room → agent (in-process)", &reference, &decode_all(agent_frames.frames));
+
+    // The agent publishes PCM; alice receives it.
+    let agent_track = within(WAIT, "the agent's publication", agent.publish_audio("assistant")).await.expect("publish");
+    let subscribed = client_wait(&mut alice, "alice's subscription to the agent's track", |event| match event {
+        ClientEvent::TrackSubscribed { participant_identity, track_sid, .. } => {
+            Some((participant_identity.clone(), track_sid.clone()))
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(subscribed, ("agent".to_owned(), agent_track.sid().to_owned()));
+    let mut ticker = tokio::time::interval(Duration::from_millis(20));
+    let mut frames = Vec::new();
+    let priming_deadline = Instant::now() + WAIT;
+    while frames.is_empty() {
+        assert!(Instant::now() < priming_deadline, "no audio from the agent reached alice within {WAIT:?}");
+        ticker.tick().await;
+        agent_track.push_pcm(vec![0; FRAME_SAMPLES]).await.expect("push silence");
+        while let Some(event) = alice.try_next_event() {
+            if let ClientEvent::AudioFrame(frame) = event {
+                frames.push((frame.rtp_timestamp, frame.opus.to_vec()));
+            }
+        }
+    }
+    let reference = speech_like_signal(REFERENCE_SAMPLES + 48_000)[48_000..].to_vec();
+    agent_track.push_pcm(reference.clone()).await.expect("push the reference");
+    within(3 * WAIT, "the agent's audio at alice", async {
+        let mut last = Instant::now();
+        loop {
+            match tokio::time::timeout(QUIET, alice.next_event()).await {
+                Ok(Some(ClientEvent::AudioFrame(frame))) => {
+                    assert_eq!(&*frame.track_sid, agent_track.sid());
+                    frames.push((frame.rtp_timestamp, frame.opus.to_vec()));
+                    last = Instant::now();
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("alice closed while receiving the agent's audio"),
+                Err(_) if frames.len() > REFERENCE_SAMPLES / FRAME_SAMPLES && last.elapsed() >= QUIET => return,
+                Err(_) => {}
+            }
+        }
+    })
+    .await;
+    assert_carries("agent (in-process) → room → alice (str0m client)", &reference, &decode_all(frames));
+
+    let stats = alice.stats().await.expect("stats");
+    assert_eq!(stats.audio_frames_dropped, 0, "{stats:?}");
+    assert!(stats.audio_frames_sent as usize >= packets.len(), "{stats:?}");
+
+    // Bob leaves; the others see him go.
+    bob.leave().await;
+    agent_wait(&mut agent, "the agent to see bob leave", |event| match event {
+        RoomEvent::ParticipantLeft { identity, reason, .. } if identity == "bob" => {
+            assert_eq!(*reason, LeaveReason::ClientInitiated);
+            Some(())
+        }
+        _ => None,
+    })
+    .await;
+    client_wait(&mut alice, "alice to see bob disconnected", |event| match event {
+        ClientEvent::ParticipantUpdate(info)
+            if info.identity == "bob" && info.state == proto::participant_info::State::Disconnected as i32 =>
+        {
+            Some(())
+        }
+        _ => None,
+    })
+    .await;
+    alice.leave().await;
+    harness.room.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_packets_route_with_the_sender_identity_topic_and_destinations() {
+    let harness = start().await;
+    let mut agent = harness.agent("data").await;
+    let mut alice = harness.client("data", "alice").await;
+    let mut bob = harness.client("data", "bob").await;
+
+    // To everyone, reliable, with a topic: bob and the agent get it, stamped with alice's identity.
+    within(WAIT, "alice's send", alice.send_data(b"hello all".to_vec(), Some("chat"), true, &[])).await.expect("send");
+    let received = client_wait(&mut bob, "bob to receive alice's broadcast", |event| match event {
+        ClientEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(received.from_identity, "alice");
+    assert!(received.from_sid.starts_with("PA_"), "{received:?}");
+    assert_eq!(received.topic.as_deref(), Some("chat"));
+    assert_eq!(received.payload, b"hello all");
+    assert!(received.reliable);
+    let received = agent_wait(&mut agent, "the agent to receive alice's broadcast", |event| match event {
+        RoomEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!((received.from_identity.as_str(), received.topic.as_deref()), ("alice", Some("chat")));
+    assert_eq!(&received.payload[..], b"hello all");
+
+    // Lossy, too.
+    within(WAIT, "alice's lossy send", alice.send_data(b"lossy".to_vec(), Some("telemetry"), false, &[]))
+        .await
+        .expect("send");
+    let received = client_wait(&mut bob, "bob to receive alice's lossy packet", |event| match event {
+        ClientEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!((received.from_identity.as_str(), received.topic.as_deref()), ("alice", Some("telemetry")));
+    assert!(!received.reliable);
+    let received = agent_wait(&mut agent, "the agent to receive alice's lossy packet", |event| match event {
+        RoomEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!((received.topic.as_deref(), received.reliable), (Some("telemetry"), false));
+
+    // To bob only: the agent must not get it. Alice then sends the agent a marker on the same
+    // (ordered) channel; the first packet the agent sees must be the marker.
+    within(
+        WAIT,
+        "alice's send to bob",
+        alice.send_data(b"for bob".to_vec(), Some("private"), true, &["bob".to_owned()]),
+    )
+    .await
+    .expect("send");
+    within(
+        WAIT,
+        "alice's send to the agent",
+        alice.send_data(b"marker".to_vec(), Some("marker"), true, &["agent".to_owned()]),
+    )
+    .await
+    .expect("send");
+    let received = client_wait(&mut bob, "bob to receive alice's private packet", |event| match event {
+        ClientEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!((received.payload.as_slice(), received.topic.as_deref()), (&b"for bob"[..], Some("private")));
+    let received = agent_wait(&mut agent, "the agent to receive alice's marker", |event| match event {
+        RoomEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(received.topic.as_deref(), Some("marker"), "the agent received a packet addressed to bob only");
+
+    // The agent answers alice only.
+    agent.send_data(&b"hi alice"[..], Some("reply"), true, &["alice".to_owned()]).await.expect("agent send");
+    let received = client_wait(&mut alice, "alice to receive the agent's reply", |event| match event {
+        ClientEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        (received.from_identity.as_str(), received.topic.as_deref(), received.payload.as_slice()),
+        ("agent", Some("reply"), &b"hi alice"[..])
+    );
+    // …and bob, who was not addressed, sees nothing more: his next packet is one to everyone.
+    agent.send_data(&b"to all"[..], Some("all"), true, &[]).await.expect("agent send");
+    let received = client_wait(&mut bob, "bob to receive the agent's broadcast", |event| match event {
+        ClientEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!((received.from_identity.as_str(), received.topic.as_deref()), ("agent", Some("all")));
+
+    alice.leave().await;
+    bob.leave().await;
+    harness.room.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joining_with_an_identity_already_present_kicks_the_old_client() {
+    let harness = start().await;
+    let mut agent = harness.agent("dup").await;
+    let mut first = harness.client("dup", "alice").await;
+    let first_sid = first.info().participant_sid.clone();
+
+    let second = harness.client("dup", "alice").await;
+    assert_eq!(second.info().identity, "alice");
+    assert_ne!(second.info().participant_sid, first_sid, "the new connection is a new participant");
+
+    let reason = client_wait(&mut first, "the old client's leave", |event| match event {
+        ClientEvent::Left { reason, can_reconnect } => {
+            assert!(!can_reconnect);
+            Some(*reason)
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, proto::DisconnectReason::DuplicateIdentity);
+    let closed = client_wait(&mut first, "the old client to close", |event| match event {
+        ClientEvent::Closed { error } => Some(error.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(closed, None, "a leave is a clean close");
+    assert_eq!(first.send_data(b"x".to_vec(), None, true, &[]).await, Err(ClientError::Closed));
+
+    agent_wait(&mut agent, "the agent to see the old alice leave", |event| match event {
+        RoomEvent::ParticipantLeft { identity, sid, reason } if identity == "alice" => {
+            assert_eq!(*sid, first_sid);
+            assert_eq!(*reason, LeaveReason::DuplicateIdentity);
+            Some(())
+        }
+        _ => None,
+    })
+    .await;
+
+    // The new alice works.
+    within(WAIT, "the new alice's send", second.send_data(b"still here".to_vec(), Some("chat"), true, &[]))
+        .await
+        .expect("send");
+    let received = agent_wait(&mut agent, "the agent to hear from the new alice", |event| match event {
+        RoomEvent::Data(data) => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        (received.from_identity.as_str(), received.from_sid.as_str()),
+        ("alice", second.info().participant_sid.as_str())
+    );
+
+    second.leave().await;
+    harness.room.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_token_is_refused_with_the_servers_reason() {
+    let harness = start().await;
+    let error =
+        RoomClient::connect(&harness.url, "not-a-jwt", ClientOptions { connect_timeout: WAIT, ..Default::default() })
+            .await
+            .expect_err("a bad token must not connect");
+    match error {
+        ClientError::Connect(message) => assert!(message.contains("401"), "{message}"),
+        other => panic!("expected a refused WebSocket upgrade, got {other:?}"),
+    }
+    harness.room.shutdown().await;
+}
