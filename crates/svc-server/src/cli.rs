@@ -295,9 +295,6 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let grace = config.shutdown_grace;
     let listen = config.listen;
     let app = AppState::open(config).await?;
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
-    let local = listener.local_addr()?;
-    tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(), "svc is serving");
     let room_config = svc_room::RoomServerConfig {
         udp_port: app.config.room.udp_port,
         node_ips: app.config.room.node_ips.clone(),
@@ -306,6 +303,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let room = svc_room::RoomServer::start(room_config, app.room.clone()).await.context("starting the media room")?;
     let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
     tracing::info!(room_udp = %room_udp.join(","), room_url = %app.config.room.url, "media room is serving");
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+    let local = listener.local_addr()?;
+    tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(), "svc is serving");
     let shutdown = CancellationToken::new();
     let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
     let server = tokio::spawn(crate::run_with_room(

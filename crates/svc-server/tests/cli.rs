@@ -188,7 +188,7 @@ struct Server {
 
 impl Server {
     fn start(data_dir: &std::path::Path, extra: &[&str]) -> Server {
-        let mut args = vec!["--listen", "127.0.0.1:0", "--shutdown-grace-seconds", "5"];
+        let mut args = vec!["--listen", "127.0.0.1:0", "--room-udp-port", "0", "--shutdown-grace-seconds", "5"];
         args.extend_from_slice(extra);
         args.push("serve");
         let mut child = svc(data_dir, &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn serve");
@@ -332,7 +332,7 @@ async fn room_token_mints_with_the_servers_room_key() {
 #[test]
 fn json_logs_are_one_object_per_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = svc(dir.path(), &["--log-format", "json", "--listen", "127.0.0.1:0", "serve"])
+    let mut child = svc(dir.path(), &["--log-format", "json", "--listen", "127.0.0.1:0", "--room-udp-port", "0", "serve"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -344,9 +344,15 @@ fn json_logs_are_one_object_per_line() {
             let _ = sender.send(line);
         }
     });
-    let line = receiver.recv_timeout(Duration::from_secs(30)).expect("a log line");
-    let event: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
-    assert_eq!(event["message"], "svc is serving");
+    // Every line is one JSON object; the last one before serving announces the listener.
+    let event = loop {
+        let line = receiver.recv_timeout(Duration::from_secs(30)).expect("a log line");
+        let event: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+        if event["message"] == "svc is serving" {
+            break event;
+        }
+        assert_eq!(event["message"], "media room is serving", "{event}");
+    };
     assert!(event["listen"].as_str().is_some_and(|addr| addr.starts_with("127.0.0.1:")), "{event}");
     assert_eq!(event["level"], "INFO");
     let server = Server { child, addr: String::new() };
