@@ -21,6 +21,11 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432; then
 fi
 pg_isready -h 127.0.0.1 -p 5432
 
+# The official LiveKit clients for the room interop tests (Chromium, Python SDK venv, browser
+# bundle, test speech) and libopus-dev, which the room's Opus binding needs before cargo builds.
+log "interop harness"
+./scripts/interop-setup.sh
+
 # --- Checks ----------------------------------------------------------------------------------
 log "cargo fmt --check"
 cargo fmt --all --check
@@ -29,4 +34,6 @@ log "cargo clippy -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo test"
-cargo test --workspace --locked
+# --include-ignored: the interop tests are ignored in a plain `cargo test` because they need the
+# harness installed above.
+cargo test --workspace --locked -- --include-ignored
