@@ -17,13 +17,40 @@ use crate::udp::{RoomId, UdpMux};
 
 /// Commands a room accepts.
 pub(crate) enum RoomCommand {
-    JoinRemote { request: JoinRequest, signal: mpsc::Sender<proto::signal_response::Message>, reply: oneshot::Sender<Key> },
-    JoinLocal { request: JoinRequest, outputs: mpsc::Sender<LocalOutput>, reply: oneshot::Sender<Key> },
-    Signal { key: Key, message: proto::signal_request::Message },
-    SignalClosed { key: Key, reason: LeaveReason },
-    Datagram { key: Key, role: PcRole, source: SocketAddr, destination: SocketAddr, contents: Vec<u8>, received_at: Instant },
-    Local { key: Key, command: LocalCommand, reply: oneshot::Sender<LocalReply> },
-    Close { reason: LeaveReason },
+    JoinRemote {
+        request: JoinRequest,
+        signal: mpsc::Sender<proto::signal_response::Message>,
+        reply: oneshot::Sender<Key>,
+    },
+    JoinLocal {
+        request: JoinRequest,
+        outputs: mpsc::Sender<LocalOutput>,
+        reply: oneshot::Sender<Key>,
+    },
+    Signal {
+        key: Key,
+        message: proto::signal_request::Message,
+    },
+    SignalClosed {
+        key: Key,
+        reason: LeaveReason,
+    },
+    Datagram {
+        key: Key,
+        role: PcRole,
+        source: SocketAddr,
+        destination: SocketAddr,
+        contents: Vec<u8>,
+        received_at: Instant,
+    },
+    Local {
+        key: Key,
+        command: LocalCommand,
+        reply: oneshot::Sender<LocalReply>,
+    },
+    Close {
+        reason: LeaveReason,
+    },
 }
 
 /// Capacity of a room's command channel. Datagrams beyond it are dropped (like a congested
@@ -134,10 +161,10 @@ impl RoomActor {
                         self.mux.send(source, destination, &contents);
                     }
                     CoreOutput::Signal { to, message } => {
-                        if let Some(sender) = signals.get(&to) {
-                            if sender.try_send(message).is_err() {
-                                too_slow.push(to);
-                            }
+                        if let Some(sender) = signals.get(&to)
+                            && sender.try_send(message).is_err()
+                        {
+                            too_slow.push(to);
                         }
                     }
                     CoreOutput::CloseSignal { to } => {
@@ -147,14 +174,12 @@ impl RoomActor {
                     }
                     CoreOutput::Local { to, output } => {
                         if let Some(sender) = locals.get(&to) {
-                            let disconnected = matches!(
-                                output,
-                                LocalOutput::Event(crate::model::RoomEvent::Disconnected { .. })
-                            );
-                            if let Err(mpsc::error::TrySendError::Full(output)) = sender.try_send(output) {
-                                if !matches!(output, LocalOutput::Event(crate::model::RoomEvent::AudioFrame(_))) {
-                                    tracing::warn!(room = %self.name, "in-process participant is not reading events");
-                                }
+                            let disconnected =
+                                matches!(output, LocalOutput::Event(crate::model::RoomEvent::Disconnected { .. }));
+                            if let Err(mpsc::error::TrySendError::Full(output)) = sender.try_send(output)
+                                && !matches!(output, LocalOutput::Event(crate::model::RoomEvent::AudioFrame(_)))
+                            {
+                                tracing::warn!(room = %self.name, "in-process participant is not reading events");
                             }
                             if disconnected {
                                 locals.remove(&to);

@@ -130,6 +130,9 @@ pub(crate) struct JoinRequest {
 }
 
 /// What the actor must do.
+// Outputs live for microseconds in one queue; boxing the big signal messages would cost an
+// allocation each for no memory saved.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum CoreOutput {
     /// Send a signal message to a remote participant.
@@ -512,8 +515,10 @@ impl RoomCore {
             }
             Body::Local(_) => {
                 if notify_self {
-                    self.outputs
-                        .push_back(CoreOutput::Local { to: key, output: LocalOutput::Event(RoomEvent::Disconnected { reason }) });
+                    self.outputs.push_back(CoreOutput::Local {
+                        to: key,
+                        output: LocalOutput::Event(RoomEvent::Disconnected { reason }),
+                    });
                 }
             }
         }
@@ -924,26 +929,18 @@ impl RoomCore {
 
     fn handle_rtc_event(&mut self, now: Instant, key: Key, role: PcRole, event: Event) {
         match event {
-            Event::IceConnectionStateChange(state) => {
-                if state == IceConnectionState::Disconnected {
-                    tracing::info!(room = %self.name, ?role, "ICE disconnected");
-                    self.remove_participant(now, key, LeaveReason::MediaFailure, true);
-                }
+            Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
+                tracing::info!(room = %self.name, ?role, "ICE disconnected");
+                self.remove_participant(now, key, LeaveReason::MediaFailure, true);
             }
-            Event::Connected => {
-                if role == PcRole::Subscriber {
-                    self.subscriber_connected(now, key);
-                }
+            Event::Connected if role == PcRole::Subscriber => {
+                self.subscriber_connected(now, key);
             }
-            Event::MediaAdded(added) => {
-                if role == PcRole::Publisher && added.kind == MediaKind::Audio {
-                    self.bind_publication(now, key, added.mid);
-                }
+            Event::MediaAdded(added) if role == PcRole::Publisher && added.kind == MediaKind::Audio => {
+                self.bind_publication(now, key, added.mid);
             }
-            Event::MediaData(data) => {
-                if role == PcRole::Publisher {
-                    self.forward_media(now, key, data.mid, data.time, data.network_time, data.data);
-                }
+            Event::MediaData(data) if role == PcRole::Publisher => {
+                self.forward_media(now, key, data.mid, data.time, data.network_time, data.data);
             }
             Event::ChannelOpen(id, label) => self.channel_open(key, role, id, &label),
             Event::ChannelData(data) => {
@@ -1168,7 +1165,11 @@ impl RoomCore {
                     .iter()
                     .filter(|(other, _)| **other != key)
                     .flat_map(|(_, other)| {
-                        other.tracks.values().filter(|track| track.bound).map(|track| (other.sid.clone(), track.info.sid.clone()))
+                        other
+                            .tracks
+                            .values()
+                            .filter(|track| track.bound)
+                            .map(|track| (other.sid.clone(), track.info.sid.clone()))
                     })
                     .filter(|(_, track_sid)| remote.auto_subscribe || remote.subscriptions.contains(track_sid))
                     .collect()
@@ -1326,8 +1327,8 @@ impl RoomCore {
         packet.participant_identity = if sender.permissions.hidden { String::new() } else { sender.identity.clone() };
         #[allow(deprecated)]
         {
-            packet.kind = if reliable { proto::data_packet::Kind::Reliable } else { proto::data_packet::Kind::Lossy }
-                as i32;
+            packet.kind =
+                if reliable { proto::data_packet::Kind::Reliable } else { proto::data_packet::Kind::Lossy } as i32;
             if let Some(proto::data_packet::Value::User(user)) = &mut packet.value {
                 user.participant_sid = packet.participant_sid.clone();
                 user.participant_identity = packet.participant_identity.clone();
@@ -1365,18 +1366,23 @@ impl RoomCore {
                 }
                 Body::Local(_) => {
                     let output = match &packet.value {
-                        Some(proto::data_packet::Value::User(user)) => LocalOutput::Event(RoomEvent::Data(DataMessage {
-                            from_identity: packet.participant_identity.clone(),
-                            from_sid: packet.participant_sid.clone(),
-                            topic: user.topic.clone(),
-                            payload: Bytes::copy_from_slice(&user.payload),
-                            reliable,
-                        })),
+                        Some(proto::data_packet::Value::User(user)) => {
+                            LocalOutput::Event(RoomEvent::Data(DataMessage {
+                                from_identity: packet.participant_identity.clone(),
+                                from_sid: packet.participant_sid.clone(),
+                                topic: user.topic.clone(),
+                                payload: Bytes::copy_from_slice(&user.payload),
+                                reliable,
+                            }))
+                        }
                         Some(
                             value @ (proto::data_packet::Value::RpcRequest(_)
                             | proto::data_packet::Value::RpcAck(_)
                             | proto::data_packet::Value::RpcResponse(_)),
-                        ) => LocalOutput::Rpc { from_identity: packet.participant_identity.clone(), packet: value.clone() },
+                        ) => LocalOutput::Rpc {
+                            from_identity: packet.participant_identity.clone(),
+                            packet: value.clone(),
+                        },
                         _ => continue,
                     };
                     self.outputs.push_back(CoreOutput::Local { to: target, output });
@@ -1443,7 +1449,9 @@ impl RoomCore {
     }
 
     fn publish_local_audio(&mut self, now: Instant, key: Key, name: String) -> LocalReply {
-        let Some(participant) = self.participants.get_mut(&key) else { return LocalReply::Failed(LocalError::NotInRoom) };
+        let Some(participant) = self.participants.get_mut(&key) else {
+            return LocalReply::Failed(LocalError::NotInRoom);
+        };
         if participant.tracks.len() >= MAX_TRACKS_PER_PARTICIPANT {
             return LocalReply::Failed(LocalError::TooManyTracks);
         }
@@ -1495,7 +1503,9 @@ impl RoomCore {
     }
 
     fn unpublish_local(&mut self, now: Instant, key: Key, track_sid: &str) -> LocalReply {
-        let Some(participant) = self.participants.get_mut(&key) else { return LocalReply::Failed(LocalError::NotInRoom) };
+        let Some(participant) = self.participants.get_mut(&key) else {
+            return LocalReply::Failed(LocalError::NotInRoom);
+        };
         if participant.tracks.remove(track_sid).is_none() {
             return LocalReply::Failed(LocalError::UnknownTrack(track_sid.to_owned()));
         }
@@ -1581,7 +1591,9 @@ impl RoomCore {
         metadata: Option<String>,
         attributes: BTreeMap<String, String>,
     ) -> LocalReply {
-        let Some(participant) = self.participants.get_mut(&key) else { return LocalReply::Failed(LocalError::NotInRoom) };
+        let Some(participant) = self.participants.get_mut(&key) else {
+            return LocalReply::Failed(LocalError::NotInRoom);
+        };
         match participant.apply_state_update(None, metadata, attributes) {
             Ok(Some(_)) => {
                 self.broadcast_update(key, false);
@@ -1792,16 +1804,19 @@ fn write_packet(remote: &mut RemotePeer, reliable: bool, bytes: Arc<[u8]>) {
 fn opus_pt(rtc: &mut Rtc, downstream: &HashMap<String, Mid>) -> Option<Pt> {
     let mid = downstream.values().next().copied()?;
     let writer = rtc.writer(mid)?;
-    let pt = writer.payload_params().next().map(|params| params.pt());
-    pt
+
+    writer.payload_params().next().map(|params| params.pt())
 }
 
 fn leave_request(reason: LeaveReason, can_reconnect: bool) -> proto::LeaveRequest {
     proto::LeaveRequest {
         can_reconnect,
         reason: reason.to_proto() as i32,
-        action: if can_reconnect { proto::leave_request::Action::Reconnect } else { proto::leave_request::Action::Disconnect }
-            as i32,
+        action: if can_reconnect {
+            proto::leave_request::Action::Reconnect
+        } else {
+            proto::leave_request::Action::Disconnect
+        } as i32,
         regions: None,
     }
 }

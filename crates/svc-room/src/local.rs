@@ -174,12 +174,9 @@ impl LocalParticipant {
     /// Publishes a microphone audio track fed with [`LocalAudioTrack::push_pcm`].
     pub async fn publish_audio(&self, name: &str) -> Result<LocalAudioTrack, RoomError> {
         match self.command(LocalCommand::PublishAudio { name: name.to_owned() }).await? {
-            LocalReply::TrackPublished { track_sid, played_samples } => Ok(LocalAudioTrack {
-                sid: track_sid,
-                key: self.key,
-                commands: self.commands.clone(),
-                played_samples,
-            }),
+            LocalReply::TrackPublished { track_sid, played_samples } => {
+                Ok(LocalAudioTrack { sid: track_sid, key: self.key, commands: self.commands.clone(), played_samples })
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -327,7 +324,8 @@ impl LocalAudioTrack {
     /// Stops publishing.
     pub async fn unpublish(self) -> Result<(), RoomError> {
         expect_done(
-            send_command(&self.commands, self.key, LocalCommand::UnpublishTrack { track_sid: self.sid.clone() }).await?,
+            send_command(&self.commands, self.key, LocalCommand::UnpublishTrack { track_sid: self.sid.clone() })
+                .await?,
         )
     }
 }
@@ -442,8 +440,12 @@ fn handle_rpc(
             let handler = lock(rpc).handlers.get(&request.method).cloned();
             tokio::spawn(async move {
                 let ack = proto::data_packet::Value::RpcAck(proto::RpcAck { request_id: request.id.clone() });
-                let _ = send_command(&commands, key, LocalCommand::SendRpc { destination: from_identity.clone(), value: ack })
-                    .await;
+                let _ = send_command(
+                    &commands,
+                    key,
+                    LocalCommand::SendRpc { destination: from_identity.clone(), value: ack },
+                )
+                .await;
                 let result = if request.version != 1 {
                     Err(RpcError::new(1404, "unsupported rpc version"))
                 } else if request.payload.len() > MAX_RPC_PAYLOAD_BYTES {
@@ -458,10 +460,9 @@ fn handle_rpc(
                         response_timeout: timeout,
                     };
                     match tokio::time::timeout(timeout, handler(invocation)).await {
-                        Ok(Ok(payload)) if payload.len() > MAX_RPC_PAYLOAD_BYTES => Err(RpcError::new(
-                            rpc_codes::RESPONSE_PAYLOAD_TOO_LARGE,
-                            "response payload too large",
-                        )),
+                        Ok(Ok(payload)) if payload.len() > MAX_RPC_PAYLOAD_BYTES => {
+                            Err(RpcError::new(rpc_codes::RESPONSE_PAYLOAD_TOO_LARGE, "response payload too large"))
+                        }
                         Ok(result) => result,
                         Err(_) => Err(RpcError::new(rpc_codes::RESPONSE_TIMEOUT, "handler timed out")),
                     }
@@ -476,18 +477,18 @@ fn handle_rpc(
                     request_id: request.id,
                     value: Some(value),
                 });
-                let _ = send_command(&commands, key, LocalCommand::SendRpc { destination: from_identity, value: response })
-                    .await;
+                let _ =
+                    send_command(&commands, key, LocalCommand::SendRpc { destination: from_identity, value: response })
+                        .await;
             });
         }
         proto::data_packet::Value::RpcAck(ack) => {
             let mut state = lock(rpc);
-            if let Some(call) = state.pending.get_mut(&ack.request_id) {
-                if call.destination == from_identity {
-                    if let Some(acked) = call.acked.take() {
-                        let _ = acked.send(());
-                    }
-                }
+            if let Some(call) = state.pending.get_mut(&ack.request_id)
+                && call.destination == from_identity
+                && let Some(acked) = call.acked.take()
+            {
+                let _ = acked.send(());
             }
         }
         proto::data_packet::Value::RpcResponse(response) => {

@@ -123,10 +123,9 @@ impl RoomServer {
     pub async fn start(config: RoomServerConfig, credentials: RoomCredentials) -> Result<RoomServer, RoomError> {
         CRYPTO.call_once(|| str0m::crypto::from_feature_flags().install_process_default());
         let ips = if config.node_ips.is_empty() { default_node_ips() } else { config.node_ips.clone() };
-        let mux = UdpMux::bind(&ips, config.udp_port).await.map_err(|source| RoomError::Bind {
-            address: format!("{ips:?} port {}", config.udp_port),
-            source,
-        })?;
+        let mux = UdpMux::bind(&ips, config.udp_port)
+            .await
+            .map_err(|source| RoomError::Bind { address: format!("{ips:?} port {}", config.udp_port), source })?;
         let dtls_cert =
             str0m::crypto::from_feature_flags().dtls_provider.generate_certificate().ok_or(RoomError::Certificate)?;
         let settings = Arc::new(MediaSettings {
@@ -192,10 +191,10 @@ impl RoomServer {
             return Err(RoomError::ShuttingDown);
         }
         let mut rooms = self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(entry) = rooms.get(name) {
-            if !entry.sender.is_closed() {
-                return Ok(entry.sender.clone());
-            }
+        if let Some(entry) = rooms.get(name)
+            && !entry.sender.is_closed()
+        {
+            return Ok(entry.sender.clone());
         }
         let id = self.inner.next_room_id.fetch_add(1, Ordering::Relaxed);
         let (sender, commands) = mpsc::channel(ROOM_QUEUE);

@@ -82,7 +82,12 @@ fn admit(server: &RoomServer, headers: &HeaderMap, query: &HashMap<String, Strin
         }
         None => match query.get("access_token") {
             Some(token) => token.clone(),
-            None => return Err(Refusal(StatusCode::UNAUTHORIZED, "no access token: pass access_token or a Bearer header".into())),
+            None => {
+                return Err(Refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "no access token: pass access_token or a Bearer header".into(),
+                ));
+            }
         },
     };
     let claims: RoomToken = server
@@ -90,7 +95,10 @@ fn admit(server: &RoomServer, headers: &HeaderMap, query: &HashMap<String, Strin
         .verify(&token)
         .map_err(|error| Refusal(StatusCode::UNAUTHORIZED, format!("invalid token: {error}")))?;
     if !claims.video.room_join || claims.video.room.is_empty() {
-        return Err(Refusal(StatusCode::FORBIDDEN, "permissions denied: the token does not grant roomJoin for a room".into()));
+        return Err(Refusal(
+            StatusCode::FORBIDDEN,
+            "permissions denied: the token does not grant roomJoin for a room".into(),
+        ));
     }
     if claims.video.room.len() > 256 || claims.sub.len() > 256 {
         return Err(Refusal(StatusCode::BAD_REQUEST, "room name and identity are limited to 256 bytes".into()));
@@ -158,8 +166,11 @@ fn leave(reason: LeaveReason, reconnect: bool) -> proto::signal_response::Messag
     proto::signal_response::Message::Leave(proto::LeaveRequest {
         can_reconnect: reconnect,
         reason: reason.to_proto() as i32,
-        action: if reconnect { proto::leave_request::Action::Reconnect } else { proto::leave_request::Action::Disconnect }
-            as i32,
+        action: if reconnect {
+            proto::leave_request::Action::Reconnect
+        } else {
+            proto::leave_request::Action::Disconnect
+        } as i32,
         regions: None,
     })
 }

@@ -31,12 +31,17 @@ struct Route {
     sender: mpsc::Sender<RoomCommand>,
 }
 
+/// A (client, local socket) address pair.
+type AddressPair = (SocketAddr, SocketAddr);
+/// The ufrags and learned address pairs of one participant.
+type OwnedRoutes = (Vec<String>, Vec<AddressPair>);
+
 #[derive(Default)]
 struct Routes {
     by_ufrag: HashMap<String, Route>,
     by_address: HashMap<(SocketAddr, SocketAddr), Route>,
     /// What to forget when a participant leaves.
-    owned: HashMap<(RoomId, Key), (Vec<String>, Vec<(SocketAddr, SocketAddr)>)>,
+    owned: HashMap<(RoomId, Key), OwnedRoutes>,
 }
 
 /// The sockets plus the routing table.
@@ -64,7 +69,11 @@ impl UdpMux {
     }
 
     /// Starts one receive loop per socket; they end with `shutdown`.
-    pub(crate) fn spawn_receivers(self: &Arc<Self>, tasks: &tokio_util::task::TaskTracker, shutdown: CancellationToken) {
+    pub(crate) fn spawn_receivers(
+        self: &Arc<Self>,
+        tasks: &tokio_util::task::TaskTracker,
+        shutdown: CancellationToken,
+    ) {
         for socket in &self.sockets {
             let mux = self.clone();
             let socket = socket.clone();
@@ -164,10 +173,10 @@ impl UdpMux {
             .iter()
             .find(|socket| socket.local_addr().is_ok_and(|addr| addr == source))
             .or_else(|| self.sockets.first());
-        if let Some(socket) = socket {
-            if let Err(error) = socket.try_send_to(contents, destination) {
-                tracing::trace!(%error, "udp send dropped");
-            }
+        if let Some(socket) = socket
+            && let Err(error) = socket.try_send_to(contents, destination)
+        {
+            tracing::trace!(%error, "udp send dropped");
         }
     }
 

@@ -45,7 +45,8 @@ async fn in_process_agent_and_python_client_exchange_audio_data_rpc_and_attribut
     let interop = harness();
     let repo = interop.join("../..");
     let credentials = RoomCredentials::new("devkey", SECRET);
-    let config = RoomServerConfig { udp_port: 0, node_ips: vec!["127.0.0.1".parse().expect("ip")], ..Default::default() };
+    let config =
+        RoomServerConfig { udp_port: 0, node_ips: vec!["127.0.0.1".parse().expect("ip")], ..Default::default() };
     let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let http = listener.local_addr().expect("addr");
@@ -74,7 +75,8 @@ async fn in_process_agent_and_python_client_exchange_audio_data_rpc_and_attribut
     let voice = agent.publish_audio("agent-voice").await.expect("publish");
     agent.register_rpc_method("interop.echo", |call| async move { Ok(format!("echo:{}", call.payload)) });
 
-    let expires = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()).expect("s") + 600;
+    let expires =
+        i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()).expect("s") + 600;
     let token = credentials.participant_token(ROOM, CALLER, Some(CALLER), expires).expect("token");
     let run_dir = interop.join("runs/in_process_agent");
     std::fs::create_dir_all(&run_dir).expect("run dir");

@@ -118,7 +118,10 @@ async fn next(socket: &mut Socket) -> proto::signal_response::Message {
 }
 
 /// Reads until a message matches, skipping others (updates, offers) in between.
-async fn next_matching<T>(socket: &mut Socket, mut pick: impl FnMut(proto::signal_response::Message) -> Option<T>) -> T {
+async fn next_matching<T>(
+    socket: &mut Socket,
+    mut pick: impl FnMut(proto::signal_response::Message) -> Option<T>,
+) -> T {
     for _ in 0..50 {
         if let Some(found) = pick(next(socket).await) {
             return found;

@@ -332,11 +332,12 @@ async fn room_token_mints_with_the_servers_room_key() {
 #[test]
 fn json_logs_are_one_object_per_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = svc(dir.path(), &["--log-format", "json", "--listen", "127.0.0.1:0", "--room-udp-port", "0", "serve"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child =
+        svc(dir.path(), &["--log-format", "json", "--listen", "127.0.0.1:0", "--room-udp-port", "0", "serve"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
     let stderr = child.stderr.take().expect("stderr");
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
