@@ -23,7 +23,9 @@ pub mod token;
 mod udp;
 
 pub use core::LocalError;
-pub use local::{LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, RemoteAudioDecoder, RpcError, RpcInvocation, rpc_codes};
+pub use local::{
+    LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, RemoteAudioDecoder, RpcError, RpcInvocation, rpc_codes,
+};
 pub use model::{
     DataMessage, LeaveReason, Participant, ParticipantKind, RemoteAudioFrame, RoomEvent, TrackPublication,
 };
