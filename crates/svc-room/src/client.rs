@@ -21,8 +21,9 @@
 //!
 //! The protocol lives in `ClientCore`, a sans-IO state machine (no sockets, no clock: every
 //! input carries `now`; outputs are polled), in the style of the room's own [`crate::core`].
-//! One tokio task — the IO shell — owns the core, the WebSocket and both UDP sockets; the
-//! [`RoomClient`] handle talks to it over a bounded channel. str0m's rule holds in one place:
+//! One tokio task — the IO shell — owns the core, the WebSocket's write half and both UDP
+//! sockets; a small reader task decodes incoming signal frames for it, and the [`RoomClient`]
+//! handle talks to it over a bounded channel. str0m's rule holds in one place:
 //! after every mutation of an `Rtc`, `ClientCore::drain` polls it until `Timeout`.
 //!
 //! # Use
@@ -68,6 +69,8 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 const PROTOCOL_VERSION: u32 = 16;
 /// Commands queued from the handle to the IO task (audio frames included).
 const COMMAND_QUEUE: usize = 512;
+/// Signal messages read ahead of the IO task.
+const SIGNAL_QUEUE: usize = 64;
 /// Largest datagram read (WebRTC keeps packets under the path MTU).
 const MAX_DATAGRAM: usize = 2048;
 /// Datagrams handled per socket wake-up before the task looks at its other inputs again.
@@ -317,6 +320,24 @@ impl std::fmt::Debug for RoomClient {
     }
 }
 
+/// The event stream of a [`RoomClient`], split off with [`RoomClient::split_events`].
+#[derive(Debug)]
+pub struct ClientEvents {
+    events: mpsc::Receiver<ClientEvent>,
+}
+
+impl ClientEvents {
+    /// The next event; `None` after [`ClientEvent::Closed`].
+    pub async fn next(&mut self) -> Option<ClientEvent> {
+        self.events.recv().await
+    }
+
+    /// The next event if one is queued.
+    pub fn try_next(&mut self) -> Option<ClientEvent> {
+        self.events.try_recv().ok()
+    }
+}
+
 /// A cheap, cloneable handle that sends audio frames of a [`RoomClient`] from another task.
 #[derive(Clone)]
 pub struct AudioSender {
@@ -409,6 +430,14 @@ impl RoomClient {
     /// The next event if one is queued.
     pub fn try_next_event(&mut self) -> Option<ClientEvent> {
         self.events.try_recv().ok()
+    }
+
+    /// Splits off the event stream, so that one task reads events while another sends; the
+    /// returned client's own [`RoomClient::next_event`] then yields `None`.
+    pub fn split_events(mut self) -> (RoomClient, ClientEvents) {
+        let (_, closed) = mpsc::channel(1);
+        let events = std::mem::replace(&mut self.events, closed);
+        (self, ClientEvents { events })
     }
 
     /// The client's counters.
@@ -527,9 +556,16 @@ async fn connect(url: &str, token: &str, options: ClientOptions) -> Result<RoomC
     let (commands, command_queue) = mpsc::channel(COMMAND_QUEUE);
     let (events_in, events) = mpsc::channel(options.event_queue.max(16));
     let (ready, is_ready) = oneshot::channel();
+    // The signal stream is read on a task of its own: tungstenite zeroes its whole read buffer
+    // (128 KiB) on every poll that finds no data, and the IO task wakes for every datagram.
+    let (sink, stream) = ws.split();
+    let (signals_in, signals) = mpsc::channel(SIGNAL_QUEUE);
+    let reader = tokio::spawn(read_signals(stream, signals_in));
     let shell = Shell {
         core,
-        ws,
+        sink,
+        signals,
+        reader,
         publisher_socket,
         subscriber_socket,
         commands: command_queue,
@@ -544,6 +580,35 @@ async fn connect(url: &str, token: &str, options: ClientOptions) -> Result<RoomC
         Err(_) => return Err(ClientError::Closed),
     }
     Ok(RoomClient { info, commands, events, publish_timeout: options.publish_timeout, task: Some(task) })
+}
+
+/// What the signal reader hands the IO task.
+enum SignalInput {
+    Message(Box<proto::signal_response::Message>),
+    /// The connection ended (with the error, if it broke).
+    Closed(Option<String>),
+}
+
+async fn read_signals(mut stream: futures_util::stream::SplitStream<WebSocket>, signals: mpsc::Sender<SignalInput>) {
+    loop {
+        let input = match stream.next().await {
+            Some(Ok(WsMessage::Binary(bytes))) => match decode_signal(&bytes) {
+                Ok(message) => SignalInput::Message(Box::new(message)),
+                // One bad frame is the server's bug, not a reason to drop the call.
+                Err(error) => {
+                    tracing::debug!(%error, "signal frame ignored");
+                    continue;
+                }
+            },
+            Some(Ok(WsMessage::Text(_) | WsMessage::Ping(_) | WsMessage::Pong(_) | WsMessage::Frame(_))) => continue,
+            Some(Ok(WsMessage::Close(_))) | None => SignalInput::Closed(None),
+            Some(Err(error)) => SignalInput::Closed(Some(error.to_string())),
+        };
+        let closed = matches!(input, SignalInput::Closed(_));
+        if signals.send(input).await.is_err() || closed {
+            return;
+        }
+    }
 }
 
 async fn read_signal(ws: &mut WebSocket) -> Result<proto::signal_response::Message, ClientError> {
@@ -586,7 +651,9 @@ fn unix_ms() -> i64 {
 
 struct Shell {
     core: ClientCore,
-    ws: WebSocket,
+    sink: futures_util::stream::SplitSink<WebSocket, WsMessage>,
+    signals: mpsc::Receiver<SignalInput>,
+    reader: tokio::task::JoinHandle<()>,
     publisher_socket: UdpSocket,
     subscriber_socket: UdpSocket,
     commands: mpsc::Receiver<Command>,
@@ -599,11 +666,19 @@ impl Shell {
     async fn run(mut self) {
         let mut publisher_buffer = vec![0u8; MAX_DATAGRAM];
         let mut subscriber_buffer = vec![0u8; MAX_DATAGRAM];
+        // One timer, moved when the core's deadline moves (a new one per wake-up costs).
+        let mut armed = self.core.poll_timeout();
+        let timer = tokio::time::sleep_until(armed.unwrap_or_else(far_future).into());
+        tokio::pin!(timer);
         let outcome = loop {
             if let Some(outcome) = self.carry_out().await {
                 break outcome;
             }
             let wake = self.core.poll_timeout();
+            if wake != armed {
+                armed = wake;
+                timer.as_mut().reset(wake.unwrap_or_else(far_future).into());
+            }
             tokio::select! {
                 command = self.commands.recv() => {
                     let now = Instant::now();
@@ -619,24 +694,21 @@ impl Shell {
                 received = self.publisher_socket.recv_from(&mut publisher_buffer) => {
                     self.receive(Role::Publisher, received, &mut publisher_buffer);
                 }
-                frame = self.ws.next() => {
-                    let now = Instant::now();
-                    match frame {
-                        Some(Ok(WsMessage::Binary(bytes))) => match decode_signal(&bytes) {
-                            Ok(message) => self.core.handle_signal(now, unix_ms(), message),
-                            // One bad frame is the server's bug, not a reason to drop the call.
-                            Err(error) => tracing::debug!(%error, "signal frame ignored"),
-                        },
-                        Some(Ok(WsMessage::Text(_) | WsMessage::Ping(_) | WsMessage::Pong(_) | WsMessage::Frame(_))) => {}
-                        Some(Ok(WsMessage::Close(_))) | None => self.core.signal_closed(None),
-                        Some(Err(error)) => self.core.signal_closed(Some(error.to_string())),
-                    }
+                input = self.signals.recv() => match input {
+                    Some(SignalInput::Message(message)) => self.core.handle_signal(Instant::now(), unix_ms(), *message),
+                    Some(SignalInput::Closed(error)) => self.core.signal_closed(error),
+                    None => self.core.signal_closed(None),
+                },
+                () = &mut timer, if armed.is_some() => {
+                    self.core.handle_timeout(Instant::now(), unix_ms());
+                    // A fired timer stays ready: re-arm it whatever the next deadline is.
+                    armed = None;
                 }
-                () = sleep_until(wake) => self.core.handle_timeout(Instant::now(), unix_ms()),
             }
         };
         // Say goodbye properly (a leave may already be queued ahead of this), then close.
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.ws.close(None)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.sink.close()).await;
+        self.reader.abort();
         self.core.disconnect();
         let error = outcome.clone().unwrap_or(ClientError::Closed);
         if let Some(ready) = self.ready.take() {
@@ -712,7 +784,7 @@ impl Shell {
                 }
                 ClientOutput::Signal(message) => {
                     let bytes = proto::SignalRequest { message: Some(message) }.encode_to_vec();
-                    if let Err(error) = self.ws.send(WsMessage::Binary(bytes.into())).await {
+                    if let Err(error) = self.sink.send(WsMessage::Binary(bytes.into())).await {
                         self.core.signal_closed(Some(error.to_string()));
                     }
                 }
@@ -743,11 +815,8 @@ impl Shell {
     }
 }
 
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400)
 }
 
 // -------------------------------------------------------------------------------------------
