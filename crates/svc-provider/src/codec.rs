@@ -305,7 +305,11 @@ impl Core {
         if text.is_empty() {
             return;
         }
-        let at = self.history.partition_point(|(ms, _)| *ms <= started_ms);
+        // At equal start times the user's turn comes first: it prompted the response.
+        let at = match role {
+            Role::User => self.history.partition_point(|(ms, turn)| *ms < started_ms || (*ms == started_ms && turn.role == Role::User)),
+            Role::Assistant => self.history.partition_point(|(ms, _)| *ms <= started_ms),
+        };
         self.history.insert(at, (started_ms, TranscriptTurn { role, text: text.to_owned() }));
     }
 

@@ -656,6 +656,7 @@ impl Codec for GeminiCodec {
     }
 
     fn handle_upstream_message(&mut self, now: Instant, text: &str) {
+        self.core.ms(now);
         let Ok(event) = serde_json::from_str::<Value>(text) else {
             self.core.error(false, "bad_frame", "upstream sent a frame that is not JSON");
             return;

@@ -613,6 +613,11 @@ impl RealtimeCodec {
             self.user_items.insert(id.to_owned(), (started_ms, String::new()));
         }
         self.core.emit(ProviderEvent::UserSpeechStarted);
+        // Our detector config sets `interrupt_response`: the server cancels the active response
+        // itself, so a barge-in only needs to truncate.
+        if self.response_active {
+            self.cancel_sent = true;
+        }
         if self.assistant.as_ref().is_some_and(|item| !item.truncated && item.samples > 0) {
             self.core.emit(ProviderEvent::Interrupted);
         }
@@ -919,6 +924,7 @@ impl Codec for RealtimeCodec {
     }
 
     fn handle_upstream_message(&mut self, now: Instant, text: &str) {
+        self.core.ms(now);
         let Ok(event) = serde_json::from_str::<Value>(text) else {
             self.core.error(false, "bad_frame", "upstream sent a frame that is not JSON");
             return;
