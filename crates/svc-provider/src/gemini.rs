@@ -486,6 +486,12 @@ impl GeminiCodec {
     fn on_resumption_update(&mut self, update: &Value) {
         let resumable = update.get("resumable").and_then(Value::as_bool).unwrap_or(false);
         self.resumable = resumable;
+        // Only resumable updates carry a usable handle (§2.2). The handle's state includes the
+        // client messages up to the index reported with it: those need no replay. An index
+        // reported without a usable handle does not help, since we could not resume there.
+        let Some(handle) = update.get("newHandle").and_then(Value::as_str).filter(|h| !h.is_empty() && resumable) else {
+            return;
+        };
         if let Some(index) = update.get("lastConsumedClientMessageIndex") {
             let index = index.as_u64().or_else(|| index.as_str().and_then(|s| s.parse().ok()));
             if let Some(index) = index {
@@ -495,11 +501,7 @@ impl GeminiCodec {
                 }
             }
         }
-        // Only resumable updates carry a usable handle (§2.2).
-        if resumable
-            && let Some(handle) = update.get("newHandle").and_then(Value::as_str).filter(|h| !h.is_empty())
-            && self.handle.as_deref() != Some(handle)
-        {
+        if self.handle.as_deref() != Some(handle) {
             self.handle = Some(handle.to_owned());
             self.core.emit(ProviderEvent::ResumptionHandle(Some(handle.to_owned())));
         }

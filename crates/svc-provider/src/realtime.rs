@@ -708,7 +708,10 @@ impl RealtimeCodec {
             _ => ResponseStatus::Completed,
         };
         // xAI sometimes puts usage at the top level, and often leaves it empty (§5.3–5.4).
-        let report = response.get("usage").filter(|u| u.is_object()).or_else(|| event.get("usage"));
+        let report = response
+            .get("usage")
+            .filter(|u| u.as_object().is_some_and(|o| !o.is_empty()))
+            .or_else(|| event.get("usage"));
         let mapped = report.and_then(|report| match self.dialect {
             Dialect::OpenAi => usage::from_openai_realtime(report),
             Dialect::Xai => usage::from_xai(report),

@@ -152,10 +152,10 @@ struct Inner {
     control: Option<mpsc::Sender<Action>>,
     responses_requests: Vec<(Vec<(String, String)>, Value)>,
     usage: FakeUsage,
-    /// Gemini handles issued (valid for resumption).
-    handles: Vec<String>,
-    /// Gemini: audio of earlier connections the session kept (consumed), for resumes.
-    gemini_session_audio: Vec<i16>,
+    /// Gemini handles issued (valid for resumption), each with the session audio it holds.
+    handles: Vec<(String, Vec<i16>)>,
+    /// Gemini: per connection, the session audio it started from and the audio it received.
+    gemini_current: std::collections::BTreeMap<usize, (Vec<i16>, Vec<i16>)>,
     /// Refuse upgrades with this HTTP status.
     refuse_with: Option<u16>,
     /// Realtime: echo this model in `session.created` instead of the requested one.
@@ -349,15 +349,14 @@ impl FakeUpstream {
         self.shared.lock().audio.clone()
     }
 
-    /// Gemini: all user audio the resumed session holds, across connections (consumed audio of
-    /// replaced connections plus the current one).
+    /// Gemini: all user audio the session holds on its latest connection: the state of the handle
+    /// it resumed from (only what earlier connections had acknowledged) plus what it received.
     pub fn gemini_session_audio(&self) -> Vec<i16> {
         let inner = self.shared.lock();
-        let mut all = inner.gemini_session_audio.clone();
-        if let Some(last) = inner.audio.last() {
-            all.extend_from_slice(last);
+        match inner.gemini_current.iter().next_back() {
+            Some((_, (base, audio))) => [base.as_slice(), audio.as_slice()].concat(),
+            None => Vec::new(),
         }
-        all
     }
 
     /// Requests made to the Responses API: headers and JSON body.

@@ -15,6 +15,8 @@ const RATE: u32 = 24_000;
 const CHUNK_MS: u32 = 40;
 
 pub(crate) enum Out {
+    /// A JSON frame.
+
     Frame(Value),
     Close(u16, String),
 }
