@@ -12,6 +12,7 @@
 //! - [`usage`] and [`resample`]: usage mapping onto the nine token fields; 48 kHz ⇄ provider rates.
 
 pub mod api;
+pub mod check;
 pub mod codec;
 pub mod driver;
 pub mod endpoint;

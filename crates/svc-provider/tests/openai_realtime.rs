@@ -370,7 +370,9 @@ async fn rotation_before_the_cap_loses_no_user_audio_and_never_regreets() {
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
-    let frames = room_frames("one two three four five six seven eight nine ten eleven twelve");
+    let mut frames = room_frames("one two three four five six seven eight nine ten eleven twelve");
+    // The microphone keeps streaming: silence after the words ends the turn for server VAD.
+    frames.extend(std::iter::repeat_n(vec![0i16; 960], 40));
     for frame in &frames {
         h.send(ProviderInput::Audio(frame.clone())).await;
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -105,7 +105,9 @@ async fn rotation_reseeds_through_instructions_and_keeps_audio() {
     h.ready().await;
     h.send(ProviderInput::Text("My name is Ada.".to_owned())).await;
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
-    let frames = room_frames("still talking while the session turns over");
+    let mut frames = room_frames("still talking while the session turns over");
+    // The microphone keeps streaming: silence after the words ends the turn for server VAD.
+    frames.extend(std::iter::repeat_n(vec![0i16; 960], 40));
     for frame in &frames {
         h.send(ProviderInput::Audio(frame.clone())).await;
         tokio::time::sleep(Duration::from_millis(4)).await;

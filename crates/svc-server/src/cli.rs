@@ -50,6 +50,9 @@ enum Command {
     /// Media-room tools.
     #[command(subcommand)]
     Room(RoomCommand),
+    /// Upstream provider tools (`svc provider check`).
+    #[command(subcommand)]
+    Provider(crate::provider_cli::ProviderCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -258,7 +261,11 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    let config = match cli.config.resolve().and_then(|config| config.prepare_data_dir().map(|()| config)) {
+    // Provider checks touch no data directory.
+    let needs_data = !matches!(cli.command, Command::Provider(_));
+    let config = match cli.config.resolve().and_then(|config| {
+        if needs_data { config.prepare_data_dir().map(|()| config) } else { Ok(config) }
+    }) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("svc: invalid configuration: {error}");
@@ -279,6 +286,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve => serve(config).await,
+            Command::Provider(command) => crate::provider_cli::run(&config, command, cli.json).await,
             command => admin(config, command, cli.json).await,
         }
     });
@@ -338,7 +346,7 @@ async fn wait_for_signal() {
 async fn admin(config: Config, command: Command, json: bool) -> anyhow::Result<()> {
     let app = AppState::open(config).await?;
     let result = match command {
-        Command::Serve => Ok(()),
+        Command::Serve | Command::Provider(_) => Ok(()),
         Command::Workspace(command) => workspace(&app, command, json).await,
         Command::Key(command) => key(&app.store, command, json).await,
         Command::User(command) => user(&app, command, json).await,

@@ -31,6 +31,10 @@ struct State {
     stalled: bool,
     /// Server VAD creates responses on its own.
     auto_response: bool,
+    /// Energy VAD over appended audio: in speech, and silence heard since (ms).
+    in_speech: bool,
+    silence_ms: u64,
+    heard_ms: u64,
 }
 
 struct Conn {
@@ -160,6 +164,7 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) {
         "input_audio_buffer.append" => {
             let pcm = pcm_b64(frame.get("audio").and_then(Value::as_str).unwrap_or(""));
             conn.shared.push_audio(conn.index, &pcm);
+            server_vad(conn, &pcm).await;
         }
         "conversation.item.create" => {
             let mut item = frame.get("item").cloned().unwrap_or(json!({}));
@@ -218,6 +223,51 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) {
             }
         }
         _ => {}
+    }
+}
+
+/// A plain energy detector standing in for server VAD: speech starts above an RMS of 300 and
+/// ends after 500 ms below 100; then the turn is committed, transcribed and answered.
+async fn server_vad(conn: &Arc<Conn>, pcm: &[i16]) {
+    let ms = pcm.len() as u64 * 1000 / u64::from(RATE);
+    let level = crate::speech::rms(pcm);
+    let (started, ended) = {
+        let mut state = conn.state();
+        state.heard_ms += ms;
+        let mut started = false;
+        let mut ended = false;
+        if level > 300.0 {
+            state.silence_ms = 0;
+            if !state.in_speech {
+                state.in_speech = true;
+                started = true;
+            }
+        } else if state.in_speech && level < 100.0 {
+            state.silence_ms += ms;
+            if state.silence_ms >= 500 {
+                state.in_speech = false;
+                ended = true;
+            }
+        }
+        (started, ended)
+    };
+    if started {
+        let heard = conn.state().heard_ms;
+        conn.send(json!({"type": "input_audio_buffer.speech_started", "audio_start_ms": heard, "item_id": "item_vad"})).await;
+    }
+    if ended {
+        let item_id = conn.id("item_user");
+        let heard = conn.state().heard_ms;
+        conn.send(json!({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": heard, "item_id": item_id})).await;
+        conn.send(json!({"type": "input_audio_buffer.committed", "item_id": item_id, "previous_item_id": null})).await;
+        for frame in user_transcript_frames(conn.flavor, &item_id, "(speech)") {
+            conn.send(frame).await;
+        }
+        let auto = conn.state().auto_response && conn.state().active.is_none();
+        if auto {
+            let reply = conn.shared.next_reply();
+            start_response(conn, reply, None);
+        }
     }
 }
 
