@@ -106,7 +106,9 @@ pub async fn run(
             match next(&mut session.events, deadline).await {
                 Next::Event(ProviderEvent::Ready { .. }) => break,
                 Next::Event(event) => fail_on(&event)?,
-                Next::Ended => return Err(CheckError::Protocol("the upstream closed before the session was ready".to_owned())),
+                Next::Ended => {
+                    return Err(CheckError::Protocol("the upstream closed before the session was ready".to_owned()));
+                }
                 Next::Timeout => return Err(CheckError::Timeout { seconds, waiting_for: "the session to be ready" }),
             }
         }
@@ -127,9 +129,13 @@ pub async fn run(
                     rate = sample_rate;
                 }
                 Next::Event(ProviderEvent::AssistantTranscript { text, is_final: false })
-                | Next::Event(ProviderEvent::ModelText { text, is_final: false, thought: false }) => fragments.push_str(&text),
+                | Next::Event(ProviderEvent::ModelText { text, is_final: false, thought: false }) => {
+                    fragments.push_str(&text)
+                }
                 Next::Event(ProviderEvent::AssistantTranscript { text, is_final: true })
-                | Next::Event(ProviderEvent::ModelText { text, is_final: true, thought: false }) => final_text = Some(text),
+                | Next::Event(ProviderEvent::ModelText { text, is_final: true, thought: false }) => {
+                    final_text = Some(text)
+                }
                 Next::Event(ProviderEvent::Usage(tokens)) => report.usage = Some(tokens),
                 Next::Event(ProviderEvent::ResponseDone { .. }) if audio_samples > 0 || final_text.is_some() => break,
                 Next::Event(event) => fail_on(&event)?,
@@ -235,7 +241,8 @@ pub fn read_wav(bytes: &[u8]) -> Result<Vec<i16>, String> {
             if tag != 1 || bits != 16 || !(1..=2).contains(&channels) {
                 return Err("only PCM16 mono or stereo WAV is supported".to_owned());
             }
-            let samples: Vec<i16> = bytes[body..end].chunks_exact(2).map(|p| i16::from_le_bytes([p[0], p[1]])).collect();
+            let samples: Vec<i16> =
+                bytes[body..end].chunks_exact(2).map(|p| i16::from_le_bytes([p[0], p[1]])).collect();
             let mono: Vec<i16> = if channels == 2 {
                 samples.chunks_exact(2).map(|p| ((i32::from(p[0]) + i32::from(p[1])) / 2) as i16).collect()
             } else {

@@ -307,7 +307,9 @@ impl Core {
         }
         // At equal start times the user's turn comes first: it prompted the response.
         let at = match role {
-            Role::User => self.history.partition_point(|(ms, turn)| *ms < started_ms || (*ms == started_ms && turn.role == Role::User)),
+            Role::User => self
+                .history
+                .partition_point(|(ms, turn)| *ms < started_ms || (*ms == started_ms && turn.role == Role::User)),
             Role::Assistant => self.history.partition_point(|(ms, _)| *ms <= started_ms),
         };
         self.history.insert(at, (started_ms, TranscriptTurn { role, text: text.to_owned() }));
@@ -395,7 +397,8 @@ pub fn heard_text(text: &str, played_ms: u64, total_ms: u64) -> String {
 /// Estimated tokens of `text` for append splitting: ~4 ASCII characters per token, one token per
 /// other character (CJK is about one token per character) — errs on the side of smaller chunks.
 pub fn estimate_tokens(text: &str) -> usize {
-    let (ascii, other) = text.chars().fold((0usize, 0usize), |(a, o), c| if c.is_ascii() { (a + 1, o) } else { (a, o + 1) });
+    let (ascii, other) =
+        text.chars().fold((0usize, 0usize), |(a, o), c| if c.is_ascii() { (a + 1, o) } else { (a, o + 1) });
     ascii.div_ceil(4) + other
 }
 

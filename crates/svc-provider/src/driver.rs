@@ -294,7 +294,8 @@ async fn open(request: ConnectRequest, tls: Arc<rustls::ClientConfig>) -> Result
         Ok(Ok((socket, _response))) => Ok(socket),
         Ok(Err(tungstenite::Error::Http(response))) => {
             let status = response.status().as_u16();
-            let body = response.body().as_ref().map(|body| String::from_utf8_lossy(body).into_owned()).unwrap_or_default();
+            let body =
+                response.body().as_ref().map(|body| String::from_utf8_lossy(body).into_owned()).unwrap_or_default();
             Err(ConnectFailure { status: Some(status), message: format!("HTTP {status} {}", body.trim()) })
         }
         Ok(Err(error)) => Err(failure(error.to_string())),

@@ -57,7 +57,10 @@ pub struct Credentials {
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials").field("api_key", &"<redacted>").field("base_url", &self.base_url.as_str()).finish()
+        f.debug_struct("Credentials")
+            .field("api_key", &"<redacted>")
+            .field("base_url", &self.base_url.as_str())
+            .finish()
     }
 }
 
@@ -229,7 +232,10 @@ mod tests {
     fn base_urls_become_socket_urls_in_sdk_form() {
         let e = env(&[("OPENAI_API_KEY", "k"), ("OPENAI_BASE_URL", "http://127.0.0.1:9000/v1/")]).expect("valid");
         let openai = e.openai.expect("set");
-        assert_eq!(openai_realtime_url(&openai, "gpt-realtime-2.1"), "ws://127.0.0.1:9000/v1/realtime?model=gpt-realtime-2.1");
+        assert_eq!(
+            openai_realtime_url(&openai, "gpt-realtime-2.1"),
+            "ws://127.0.0.1:9000/v1/realtime?model=gpt-realtime-2.1"
+        );
         assert_eq!(gpt_live_url(&openai), "ws://127.0.0.1:9000/v1/live/sessions");
         assert_eq!(responses_url(&openai), "http://127.0.0.1:9000/v1/responses");
         let defaults = env(&[("OPENAI_API_KEY", "k"), ("GEMINI_API_KEY", "g"), ("XAI_API_KEY", "x")]).expect("valid");
@@ -246,8 +252,12 @@ mod tests {
             gemini_url(defaults.gemini.as_ref().expect("set"), &defaults.gemini_api_version),
             "wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
         );
-        let g = env(&[("GEMINI_API_KEY", "g"), ("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:7"), ("GOOGLE_GENAI_API_VERSION", "v1")])
-            .expect("valid");
+        let g = env(&[
+            ("GEMINI_API_KEY", "g"),
+            ("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:7"),
+            ("GOOGLE_GENAI_API_VERSION", "v1"),
+        ])
+        .expect("valid");
         assert_eq!(
             gemini_url(g.gemini.as_ref().expect("set"), &g.gemini_api_version),
             "ws://127.0.0.1:7/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent"

@@ -374,7 +374,8 @@ impl GeminiCodec {
                     }
                 } else if let Some(text) = part.get("text").and_then(Value::as_str) {
                     let thought = part.get("thought").and_then(Value::as_bool).unwrap_or(false);
-                    let include = matches!(&self.setup.model.knobs, Knobs::ProviderA(k) if k.include_thoughts == Some(true));
+                    let include =
+                        matches!(&self.setup.model.knobs, Knobs::ProviderA(k) if k.include_thoughts == Some(true));
                     if !thought || include {
                         self.core.emit(ProviderEvent::ModelText { text: text.to_owned(), is_final: false, thought });
                     }
@@ -388,7 +389,11 @@ impl GeminiCodec {
             if !self.turn.truncated {
                 self.turn.transcript.push_str(fragment);
                 if self.setup.text_only {
-                    self.core.emit(ProviderEvent::ModelText { text: fragment.to_owned(), is_final: false, thought: false });
+                    self.core.emit(ProviderEvent::ModelText {
+                        text: fragment.to_owned(),
+                        is_final: false,
+                        thought: false,
+                    });
                 } else {
                     self.core.emit(ProviderEvent::AssistantTranscript { text: fragment.to_owned(), is_final: false });
                 }
@@ -489,7 +494,8 @@ impl GeminiCodec {
         // Only resumable updates carry a usable handle (§2.2). The handle's state includes the
         // client messages up to the index reported with it: those need no replay. An index
         // reported without a usable handle does not help, since we could not resume there.
-        let Some(handle) = update.get("newHandle").and_then(Value::as_str).filter(|h| !h.is_empty() && resumable) else {
+        let Some(handle) = update.get("newHandle").and_then(Value::as_str).filter(|h| !h.is_empty() && resumable)
+        else {
             return;
         };
         if let Some(index) = update.get("lastConsumedClientMessageIndex") {
@@ -650,7 +656,9 @@ impl Codec for GeminiCodec {
 
     fn handle_connect_failed(&mut self, now: Instant, failure: ConnectFailure) {
         match failure.status {
-            Some(401 | 403) => self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message)),
+            Some(401 | 403) => {
+                self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message))
+            }
             Some(429) => self.core.error(true, "quota_exceeded", failure.message),
             _ if !self.core.was_ready => self.core.error(true, "connect_failed", failure.message),
             _ => self.core.schedule_retry(now, &failure.message),
@@ -697,7 +705,8 @@ impl Codec for GeminiCodec {
             self.on_resumption_update(update);
         }
         if let Some(go_away) = event.get("goAway") {
-            let left = go_away.get("timeLeft").and_then(Value::as_str).and_then(parse_duration).unwrap_or(Duration::ZERO);
+            let left =
+                go_away.get("timeLeft").and_then(Value::as_str).and_then(parse_duration).unwrap_or(Duration::ZERO);
             // Leave a second of margin before the server's own close.
             let deadline = now + left.saturating_sub(Duration::from_secs(1));
             self.go_away = Some(GoAway { deadline, seconds_left: left.as_secs_f64() });

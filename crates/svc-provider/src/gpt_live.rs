@@ -108,7 +108,9 @@ pub fn session_start(setup: &SessionSetup, history: &[(Role, String)], event_id:
         let input: Vec<Value> = history[skip..]
             .iter()
             .map(|(role, text)| match role {
-                Role::User => json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+                Role::User => {
+                    json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+                }
                 Role::Assistant => {
                     json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
                 }
@@ -361,7 +363,8 @@ impl GptLiveCodec {
             if let Some(model) = &knobs.responses_model {
                 body["model"] = json!(model);
             }
-            body["instructions"] = json!(knobs.responses_instructions.clone().unwrap_or_else(|| self.setup.instructions.clone()));
+            body["instructions"] =
+                json!(knobs.responses_instructions.clone().unwrap_or_else(|| self.setup.instructions.clone()));
             if let Some(effort) = knobs.reasoning_effort {
                 body["reasoning"] = json!({"effort": effort.as_str()});
             }
@@ -434,7 +437,11 @@ impl GptLiveCodec {
                 if !dropped.is_empty() {
                     self.core.emit(ProviderEvent::ToolCallsCancelled { call_ids: dropped });
                 }
-                self.append(AppendChannel::Thinking, None, "The background task failed; tell the caller it did not work.");
+                self.append(
+                    AppendChannel::Thinking,
+                    None,
+                    "The background task failed; tell the caller it did not work.",
+                );
                 self.core.error(false, "backend_failed", "the delegated Responses run failed");
                 self.maybe_continue();
             }
@@ -445,7 +452,11 @@ impl GptLiveCodec {
     /// One `response.create` when every open call of the session has its output and no backend
     /// response runs (else `function_call_outputs_required` stalls the backend, §4.6 step 3).
     fn maybe_continue(&mut self) {
-        if self.outputs_pending && self.open_calls.is_empty() && self.backend_running == 0 && self.core.link == Link::Ready {
+        if self.outputs_pending
+            && self.open_calls.is_empty()
+            && self.backend_running == 0
+            && self.core.link == Link::Ready
+        {
             self.outputs_pending = false;
             let event_id = self.next_id("response");
             self.core.send_json(&json!({"type": "response.create", "event_id": event_id}));
@@ -491,7 +502,11 @@ impl GptLiveCodec {
     // ---- rotation ----------------------------------------------------------------------------
 
     fn quiet(&self) -> bool {
-        !self.speech.speaking && self.user.is_none() && self.open_calls.is_empty() && self.backend_running == 0 && self.jobs.is_empty()
+        !self.speech.speaking
+            && self.user.is_none()
+            && self.open_calls.is_empty()
+            && self.backend_running == 0
+            && self.jobs.is_empty()
     }
 
     fn maybe_rotate(&mut self, now: Instant) {
@@ -625,12 +640,18 @@ impl Codec for GptLiveCodec {
                 let ms = self.core.ms(now);
                 self.core.record_turn(ms, Role::User, &text);
                 self.last_user_text = text.clone();
-                self.append(AppendChannel::Commentary, None, &format!("Reply to the caller now. The caller typed: {text}"));
+                self.append(
+                    AppendChannel::Commentary,
+                    None,
+                    &format!("Reply to the caller now. The caller typed: {text}"),
+                );
             }
             ProviderInput::Context(text) => self.append(AppendChannel::Thinking, None, &text),
             // Audio only; the model owns turn-taking.
             ProviderInput::Image { .. } | ProviderInput::ActivityStart | ProviderInput::ActivityEnd => {}
-            ProviderInput::ToolResult { call_id, output, is_error, .. } => self.tool_result(&call_id, &output, is_error),
+            ProviderInput::ToolResult { call_id, output, is_error, .. } => {
+                self.tool_result(&call_id, &output, is_error)
+            }
             ProviderInput::DelegationAppend { delegation_id, channel, content } => {
                 self.append(channel, delegation_id.as_deref(), &content);
             }
@@ -661,7 +682,9 @@ impl Codec for GptLiveCodec {
 
     fn handle_connect_failed(&mut self, now: Instant, failure: ConnectFailure) {
         match failure.status {
-            Some(401 | 403) => self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message)),
+            Some(401 | 403) => {
+                self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message))
+            }
             _ if !self.core.was_ready => self.core.error(true, "connect_failed", failure.message),
             _ => self.core.schedule_retry(now, &failure.message),
         }
@@ -675,12 +698,10 @@ impl Codec for GptLiveCodec {
         };
         match event.get("type").and_then(Value::as_str).unwrap_or("") {
             "session.started" => self.on_session_started(now, &event),
-            "session.output_audio.delta" => {
-                match event.get("delta").and_then(Value::as_str).and_then(decode_pcm) {
-                    Some(pcm) => self.on_output_audio(now, pcm),
-                    None => self.core.error(false, "bad_audio", "undecodable audio delta"),
-                }
-            }
+            "session.output_audio.delta" => match event.get("delta").and_then(Value::as_str).and_then(decode_pcm) {
+                Some(pcm) => self.on_output_audio(now, pcm),
+                None => self.core.error(false, "bad_audio", "undecodable audio delta"),
+            },
             "session.output_transcript.delta" => {
                 let delta = event.get("delta").and_then(Value::as_str).unwrap_or("").to_owned();
                 if !self.speech.truncated && !delta.is_empty() {

@@ -35,7 +35,11 @@ pub async fn post(request: HttpRequest, tls: Arc<rustls::ClientConfig>, tx: mpsc
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
-async fn run(request: HttpRequest, tls: Arc<rustls::ClientConfig>, tx: &mpsc::Sender<(u64, HttpEvent)>) -> Result<(), String> {
+async fn run(
+    request: HttpRequest,
+    tls: Arc<rustls::ClientConfig>,
+    tx: &mpsc::Sender<(u64, HttpEvent)>,
+) -> Result<(), String> {
     let url = Url::parse(&request.url).map_err(|error| error.to_string())?;
     let host = url.host_str().ok_or("URL without host")?.to_owned();
     let port = url.port_or_known_default().ok_or("URL without port")?;
@@ -108,10 +112,9 @@ async fn run(request: HttpRequest, tls: Arc<rustls::ClientConfig>, tx: &mpsc::Se
 /// each (events without data, and `[DONE]`, are skipped).
 pub fn take_events(buffer: &mut Vec<u8>) -> Vec<String> {
     let mut events = Vec::new();
-    loop {
-        let text = String::from_utf8_lossy(buffer).replace("\r\n", "\n");
-        let Some(end) = text.find("\n\n") else { break };
-        let block = &text[..end];
+    // Work on bytes: a chunk may end inside a multi-byte character, which must not be decoded yet.
+    while let Some((end, separator)) = find_blank_line(buffer) {
+        let block = String::from_utf8_lossy(&buffer[..end]).replace("\r\n", "\n");
         let data: Vec<&str> = block
             .lines()
             .filter_map(|line| line.strip_prefix("data:"))
@@ -123,10 +126,19 @@ pub fn take_events(buffer: &mut Vec<u8>) -> Vec<String> {
                 events.push(joined);
             }
         }
-        let rest = text[end + 2..].as_bytes().to_vec();
-        *buffer = rest;
+        buffer.drain(..end + separator);
     }
     events
+}
+
+/// Position and length of the first blank line (`\n\n` or `\r\n\r\n`).
+fn find_blank_line(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
 }
 
 #[cfg(test)]
@@ -140,5 +152,12 @@ mod tests {
         buffer.extend_from_slice(b":2}\r\n\r\ndata: [DONE]\n\n");
         assert_eq!(take_events(&mut buffer), vec!["{\"b\":2}".to_owned()]);
         assert!(buffer.is_empty());
+        // A character split across chunks survives.
+        let text = "data: {\"d\":\"caf\u{e9}\"}\n\n".as_bytes().to_vec();
+        let split = text.len() - 5;
+        let mut buffer = text[..split].to_vec();
+        assert!(take_events(&mut buffer).is_empty());
+        buffer.extend_from_slice(&text[split..]);
+        assert_eq!(take_events(&mut buffer), vec!["{\"d\":\"caf\u{e9}\"}".to_owned()]);
     }
 }

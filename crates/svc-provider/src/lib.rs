@@ -51,8 +51,8 @@ pub enum StartError {
 ///
 /// [`StartError`] when the family is unknown or has no key.
 pub fn codec_for(setup: SessionSetup, env: &ProviderEnv) -> Result<Box<dyn Codec>, StartError> {
-    let family =
-        Family::from_catalog(&setup.model.family).ok_or_else(|| StartError::UnknownFamily(setup.model.family.clone()))?;
+    let family = Family::from_catalog(&setup.model.family)
+        .ok_or_else(|| StartError::UnknownFamily(setup.model.family.clone()))?;
     let credentials = env.credentials(family).ok_or_else(|| StartError::NoKey {
         alias: setup.model.alias.as_str().to_owned(),
         variable: ProviderEnv::key_variable(family),
@@ -61,11 +61,19 @@ pub fn codec_for(setup: SessionSetup, env: &ProviderEnv) -> Result<Box<dyn Codec
     Ok(match family {
         Family::OpenAi => {
             let url = endpoint::openai_realtime_url(credentials, &setup.model.model_id);
-            Box::new(realtime::RealtimeCodec::new(setup, realtime::Dialect::OpenAi, ConnectRequest { url, headers: bearer }))
+            Box::new(realtime::RealtimeCodec::new(
+                setup,
+                realtime::Dialect::OpenAi,
+                ConnectRequest { url, headers: bearer },
+            ))
         }
         Family::Xai => {
             let url = endpoint::xai_realtime_url(credentials, &setup.model.model_id);
-            Box::new(realtime::RealtimeCodec::new(setup, realtime::Dialect::Xai, ConnectRequest { url, headers: bearer }))
+            Box::new(realtime::RealtimeCodec::new(
+                setup,
+                realtime::Dialect::Xai,
+                ConnectRequest { url, headers: bearer },
+            ))
         }
         Family::Gemini => {
             let url = endpoint::gemini_url(credentials, &env.gemini_api_version);

@@ -595,11 +595,12 @@ impl RealtimeCodec {
         }
         let fatal = FATAL_CODES.contains(&code.as_str())
             || matches!(kind, "authentication_error" | "permission_error" | "insufficient_quota");
-        if !fatal && let Some(event_id) = error.get("event_id").and_then(Value::as_str) {
-            if self.create_in_flight.as_deref() == Some(event_id) {
-                self.create_in_flight = None;
-                self.pump_responses();
-            }
+        if !fatal
+            && let Some(event_id) = error.get("event_id").and_then(Value::as_str)
+            && self.create_in_flight.as_deref() == Some(event_id)
+        {
+            self.create_in_flight = None;
+            self.pump_responses();
         }
         let code = if code.is_empty() { kind.to_owned() } else { code };
         self.core.error(fatal, code, message);
@@ -643,7 +644,11 @@ impl RealtimeCodec {
                 if let Some((_, text)) = self.user_items.get_mut(&id) {
                     text.push_str(delta);
                 }
-                self.core.emit(ProviderEvent::UserTranscript { text: delta.to_owned(), is_final: false, speech_started_ms });
+                self.core.emit(ProviderEvent::UserTranscript {
+                    text: delta.to_owned(),
+                    is_final: false,
+                    speech_started_ms,
+                });
             }
             "updated" => {
                 // xAI: cumulative and may revise — emit only what extends the previous text.
@@ -743,8 +748,8 @@ impl RealtimeCodec {
         let name = event.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
         let raw = event.get("arguments").and_then(Value::as_str).unwrap_or("{}");
         let arguments = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
-        let background = self.setup.tool_policy.of(&name).behavior == ToolBehavior::NonBlocking
-            && self.setup.model.background_tools;
+        let background =
+            self.setup.tool_policy.of(&name).behavior == ToolBehavior::NonBlocking && self.setup.model.background_tools;
         self.calls.insert(call_id.to_owned(), Call { name: name.clone(), background, answered_upstream: background });
         if background {
             // The model keeps talking: answer now, deliver the result later as context.
@@ -846,7 +851,6 @@ impl RealtimeCodec {
             _ => {}
         }
     }
-
 }
 
 fn reseed_preamble(history: &str) -> String {
@@ -920,7 +924,9 @@ impl Codec for RealtimeCodec {
 
     fn handle_connect_failed(&mut self, now: Instant, failure: ConnectFailure) {
         match failure.status {
-            Some(401 | 403) => self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message)),
+            Some(401 | 403) => {
+                self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message))
+            }
             _ if !self.core.was_ready => self.core.error(true, "connect_failed", failure.message),
             _ => self.core.schedule_retry(now, &failure.message),
         }

@@ -34,7 +34,11 @@ async fn session_start_maps_every_knob_exactly() {
         delegation: None,
     });
     setup.voice = "cedar".to_owned();
-    setup.tools = vec![ToolDecl { name: "lookup_order".to_owned(), description: "Look up".to_owned(), parameters: json!({"type": "object", "properties": {}}) }];
+    setup.tools = vec![ToolDecl {
+        name: "lookup_order".to_owned(),
+        description: "Look up".to_owned(),
+        parameters: json!({"type": "object", "properties": {}}),
+    }];
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
     assert_eq!(fake.connections()[0].target, "/v1/live/sessions", "the model is never in the URL");
@@ -61,8 +65,11 @@ async fn session_start_maps_every_knob_exactly() {
     );
     // Defaults: the catalog's backend model, the agent's instructions for the backend.
     let default = svc_provider::gpt_live::session_start(&live(ProviderBLiveBlock::default()), &[], "e");
-    assert_eq!(default["session"]["delegation"], json!({"type": "responses", "responses": {
-        "model": "gpt-5.6-luna", "instructions": "You are a friendly concierge."}}));
+    assert_eq!(
+        default["session"]["delegation"],
+        json!({"type": "responses", "responses": {
+        "model": "gpt-5.6-luna", "instructions": "You are a friendly concierge."}})
+    );
     assert_eq!(default["session"]["audio"]["output"]["voice"], "marin");
     for mode in [Delegation::Client, Delegation::Svc] {
         let setup = live(ProviderBLiveBlock { delegation: Some(mode), ..ProviderBLiveBlock::default() });
@@ -84,12 +91,20 @@ async fn full_duplex_turn_from_transcript_timing_and_energy() {
     for frame in &frames {
         h.send(ProviderInput::Audio(frame.clone())).await;
     }
-    fake.act(Action::UserTurn { transcript: "Book a table for eight.".to_owned(), late_transcript: false, respond: true }).await;
-    let ProviderEvent::UserTranscript { text, .. } = h.wait(|e| matches!(e, ProviderEvent::UserTranscript { is_final: true, .. })).await else {
+    fake.act(Action::UserTurn {
+        transcript: "Book a table for eight.".to_owned(),
+        late_transcript: false,
+        respond: true,
+    })
+    .await;
+    let ProviderEvent::UserTranscript { text, .. } =
+        h.wait(|e| matches!(e, ProviderEvent::UserTranscript { is_final: true, .. })).await
+    else {
         unreachable!()
     };
     assert_eq!(text, "Book a table for eight.");
-    let ProviderEvent::AssistantTranscript { text, .. } = h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { is_final: true, .. })).await
+    let ProviderEvent::AssistantTranscript { text, .. } =
+        h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { is_final: true, .. })).await
     else {
         unreachable!()
     };
@@ -117,18 +132,31 @@ async fn responses_delegation_tool_round_trip_waits_for_every_output() {
         answer: "Order nine ships tomorrow.".to_owned(),
     })
     .await;
-    let ProviderEvent::ToolCall { call_id, name, arguments } = h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await else {
+    let ProviderEvent::ToolCall { call_id, name, arguments } =
+        h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await
+    else {
         unreachable!()
     };
     assert_eq!((name.as_str(), arguments), ("lookup_order", json!({"order_id": "9"})));
-    h.send(ProviderInput::ToolResult { call_id: call_id.clone(), output: json!({"eta": "tomorrow"}), is_error: false, scheduling: None }).await;
+    h.send(ProviderInput::ToolResult {
+        call_id: call_id.clone(),
+        output: json!({"eta": "tomorrow"}),
+        is_error: false,
+        scheduling: None,
+    })
+    .await;
     h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Order nine ships tomorrow.")).await;
     let output = fake.frames("response.item.create").remove(0).message;
-    assert_eq!(output["item"], json!({"type": "function_call_output", "call_id": call_id, "output": "{\"eta\":\"tomorrow\"}"}));
+    assert_eq!(
+        output["item"],
+        json!({"type": "function_call_output", "call_id": call_id, "output": "{\"eta\":\"tomorrow\"}"})
+    );
     assert_eq!(fake.frames("response.create").len(), 1, "exactly one continuation, after the output");
     assert!(h.errors().is_empty(), "no function_call_outputs_required: {:?}", h.errors());
     // Backend usage (two backend responses) on the nine fields.
-    let ProviderEvent::Usage(tokens) = h.seen.iter().rev().find(|e| matches!(e, ProviderEvent::Usage(_))).cloned().expect("usage") else {
+    let ProviderEvent::Usage(tokens) =
+        h.seen.iter().rev().find(|e| matches!(e, ProviderEvent::Usage(_))).cloned().expect("usage")
+    else {
         unreachable!()
     };
     assert_eq!((tokens.input_tokens, tokens.input_text_tokens, tokens.input_cached_tokens), (300, 300, 128));
@@ -143,7 +171,12 @@ async fn client_delegation_emits_created_and_splits_long_appends() {
     setup.limits.turn_gap = Duration::from_millis(5_000);
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
-    fake.act(Action::UserTurn { transcript: "Do I have meetings tomorrow?".to_owned(), late_transcript: false, respond: false }).await;
+    fake.act(Action::UserTurn {
+        transcript: "Do I have meetings tomorrow?".to_owned(),
+        late_transcript: false,
+        respond: false,
+    })
+    .await;
     h.wait(|e| matches!(e, ProviderEvent::UserTranscript { is_final: false, text, .. } if text == "tomorrow?")).await;
     fake.act(Action::Delegate { target: "client".to_owned(), tool: None, answer: String::new() }).await;
     let ProviderEvent::DelegationCreated { delegation_id, transcript } =
@@ -152,16 +185,27 @@ async fn client_delegation_emits_created_and_splits_long_appends() {
         unreachable!()
     };
     assert_eq!(transcript, "Do I have meetings tomorrow?");
-    h.send(ProviderInput::DelegationAppend { delegation_id: Some(delegation_id.clone()), channel: AppendChannel::Thinking, content: "Checking your calendar.".to_owned() }).await;
+    h.send(ProviderInput::DelegationAppend {
+        delegation_id: Some(delegation_id.clone()),
+        channel: AppendChannel::Thinking,
+        content: "Checking your calendar.".to_owned(),
+    })
+    .await;
     let long = "You have a standup at ten and a design review at two. ".repeat(70);
     assert!(long.len() > 3_500);
-    h.send(ProviderInput::DelegationAppend { delegation_id: Some(delegation_id.clone()), channel: AppendChannel::Commentary, content: long.clone() }).await;
+    h.send(ProviderInput::DelegationAppend {
+        delegation_id: Some(delegation_id.clone()),
+        channel: AppendChannel::Commentary,
+        content: long.clone(),
+    })
+    .await;
     h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { is_final: false, .. })).await;
     let thinking = fake.frames("session.thinking.append");
     assert_eq!(thinking[0].message["delegation_id"], delegation_id.as_str());
     let commentary = fake.frames("session.commentary.append");
     assert!(commentary.len() >= 2, "split into several appends");
-    let rejoined: Vec<String> = commentary.iter().map(|r| r.message["content"].as_str().expect("content").to_owned()).collect();
+    let rejoined: Vec<String> =
+        commentary.iter().map(|r| r.message["content"].as_str().expect("content").to_owned()).collect();
     assert_eq!(rejoined.join(" ").split_whitespace().collect::<Vec<_>>(), long.split_whitespace().collect::<Vec<_>>());
     assert!(commentary.iter().all(|r| r.message["delegation_id"] == delegation_id.as_str()));
     h.drain_for(Duration::from_millis(200)).await;
@@ -180,10 +224,17 @@ async fn svc_delegation_runs_the_backend_over_http_and_appends_the_answer() {
     setup.limits.turn_gap = Duration::from_millis(5_000);
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
-    fake.act(Action::UserTurn { transcript: "What is on my calendar?".to_owned(), late_transcript: false, respond: false }).await;
+    fake.act(Action::UserTurn {
+        transcript: "What is on my calendar?".to_owned(),
+        late_transcript: false,
+        respond: false,
+    })
+    .await;
     h.wait(|e| matches!(e, ProviderEvent::UserTranscript { text, .. } if text == "calendar?")).await;
     fake.act(Action::Delegate { target: "client".to_owned(), tool: None, answer: String::new() }).await;
-    let ProviderEvent::DelegationCreated { delegation_id, .. } = h.wait(|e| matches!(e, ProviderEvent::DelegationCreated { .. })).await else {
+    let ProviderEvent::DelegationCreated { delegation_id, .. } =
+        h.wait(|e| matches!(e, ProviderEvent::DelegationCreated { .. })).await
+    else {
         unreachable!()
     };
     h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { is_final: true, text } if text == "Two meetings: standup at ten, review at two.")).await;
@@ -193,10 +244,15 @@ async fn svc_delegation_runs_the_backend_over_http_and_appends_the_answer() {
     assert_eq!(body["stream"], true);
     assert_eq!(body["reasoning"], json!({"effort": "low"}));
     assert_eq!(body["instructions"], "You are a friendly concierge.");
-    assert_eq!(body["input"].as_array().and_then(|a| a.last()).cloned(), Some(json!({"role": "user", "content": "What is on my calendar?"})));
+    assert_eq!(
+        body["input"].as_array().and_then(|a| a.last()).cloned(),
+        Some(json!({"role": "user", "content": "What is on my calendar?"}))
+    );
     let commentary = fake.wait_for(WAIT, |r| r.message["type"] == "session.commentary.append").await.message;
     assert_eq!(commentary["delegation_id"], delegation_id.as_str());
-    assert!(h.seen.iter().any(|e| matches!(e, ProviderEvent::Usage(t) if t.input_tokens == 150 && t.output_tokens == 60)));
+    assert!(
+        h.seen.iter().any(|e| matches!(e, ProviderEvent::Usage(t) if t.input_tokens == 150 && t.output_tokens == 60))
+    );
 }
 
 #[tokio::test]
@@ -218,7 +274,10 @@ async fn expiry_rotates_with_history_and_errors_are_classified() {
     h.wait(|e| matches!(e, ProviderEvent::Reconnecting { .. })).await;
     h.wait(|e| matches!(e, ProviderEvent::Reconnected { resumed: false })).await;
     let restart = fake.wait_for(WAIT, |r| r.connection == 1 && r.message["type"] == "session.start").await.message;
-    assert_eq!(restart["session"]["input"], json!([{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello there."}]}]));
+    assert_eq!(
+        restart["session"]["input"],
+        json!([{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello there."}]}])
+    );
     fake.wait_for(WAIT, |r| r.connection == 1 && r.message["type"] == "session.input_audio.mute").await;
     assert_eq!(fake.frames("session.commentary.append").len(), 1, "no second greeting");
 

@@ -118,7 +118,10 @@ async fn full_turn_streams_user_audio_and_speaks_the_reply_with_usage() {
     let usage = h.seen.iter().find(|e| matches!(e, ProviderEvent::Usage(_))).cloned().expect("usage before done");
     // The user turn went in as an item, then exactly one response.create.
     let item = fake.frames("conversation.item.create").remove(0).message;
-    assert_eq!(item["item"], json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Where is my order?"}]}));
+    assert_eq!(
+        item["item"],
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Where is my order?"}]})
+    );
     assert_eq!(fake.frames("response.create").len(), 1);
     // User audio arrived complete, at 24 kHz, shaped like the source.
     let expected = resampled(&frames, 24_000);
@@ -158,7 +161,10 @@ async fn usage_sums_over_responses_and_text_only_routes_to_model_text() {
     h.wait(|e| matches!(e, ProviderEvent::Usage(_))).await;
     h.send(ProviderInput::Text("second".to_owned())).await;
     let ProviderEvent::Usage(tokens) = h.wait(|e| matches!(e, ProviderEvent::Usage(_))).await else { unreachable!() };
-    assert_eq!((tokens.input_tokens, tokens.input_cached_tokens, tokens.output_tokens, tokens.total_tokens), (20, 10, 14, 34));
+    assert_eq!(
+        (tokens.input_tokens, tokens.input_cached_tokens, tokens.output_tokens, tokens.total_tokens),
+        (20, 10, 14, 34)
+    );
     assert!(h.audio_samples().is_empty(), "text-only sessions play no audio");
     assert!(h.seen.contains(&ProviderEvent::ModelText { text: "One.".to_owned(), is_final: true, thought: false }));
 }
@@ -241,7 +247,12 @@ async fn blocking_tool_round_trip_answers_once_then_one_response() {
     };
     assert_eq!((name.as_str(), arguments), ("lookup_order", json!({"order_id": "42"})));
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
-    let result = ProviderInput::ToolResult { call_id: call_id.clone(), output: json!({"status": "shipped"}), is_error: false, scheduling: None };
+    let result = ProviderInput::ToolResult {
+        call_id: call_id.clone(),
+        output: json!({"status": "shipped"}),
+        is_error: false,
+        scheduling: None,
+    };
     h.send(result.clone()).await;
     h.send(result).await; // A second answer is dropped, never sent.
     h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { is_final: true, .. })).await;
@@ -251,7 +262,10 @@ async fn blocking_tool_round_trip_answers_once_then_one_response() {
         .map(|r| r.message["item"].clone())
         .filter(|item| item["type"] == "function_call_output")
         .collect();
-    assert_eq!(outputs, vec![json!({"type": "function_call_output", "call_id": call_id, "output": "{\"status\":\"shipped\"}"})]);
+    assert_eq!(
+        outputs,
+        vec![json!({"type": "function_call_output", "call_id": call_id, "output": "{\"status\":\"shipped\"}"})]
+    );
     assert_eq!(fake.frames("response.create").len(), 2, "the turn, then one follow-up");
     assert_eq!(h.errors().iter().map(|e| e.code.as_str()).collect::<Vec<_>>(), vec!["unknown_tool_call"]);
 }
@@ -278,8 +292,17 @@ async fn background_tool_is_answered_at_once_and_its_result_scheduled() {
     let started = fake.wait_for(WAIT, |r| r.message["item"]["type"] == "function_call_output").await.message;
     assert_eq!(started["item"]["call_id"], call_id.as_str());
     assert!(started["item"]["output"].as_str().is_some_and(|o| o.contains("started")));
-    h.send(ProviderInput::ToolResult { call_id: call_id.clone(), output: json!({"status": "delivered"}), is_error: false, scheduling: None }).await;
-    h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Order 7 is delivered.")).await;
+    h.send(ProviderInput::ToolResult {
+        call_id: call_id.clone(),
+        output: json!({"status": "delivered"}),
+        is_error: false,
+        scheduling: None,
+    })
+    .await;
+    h.wait(
+        |e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Order 7 is delivered."),
+    )
+    .await;
     let system = fake
         .frames("conversation.item.create")
         .into_iter()
@@ -287,19 +310,32 @@ async fn background_tool_is_answered_at_once_and_its_result_scheduled() {
         .find(|item| item["role"] == "system")
         .expect("result injected as context");
     assert!(system["content"][0]["text"].as_str().is_some_and(|t| t.contains("delivered") && t.contains(&call_id)));
-    let outputs = fake.frames("conversation.item.create").iter().filter(|r| r.message["item"]["type"] == "function_call_output").count();
+    let outputs = fake
+        .frames("conversation.item.create")
+        .iter()
+        .filter(|r| r.message["item"]["type"] == "function_call_output")
+        .count();
     assert_eq!(outputs, 1, "answered upstream exactly once");
     assert_eq!(fake.frames("response.create").len(), 3);
 
     // A silent result is absorbed without a response.
-    fake.queue([Reply::ToolCall { name: "lookup_order".to_owned(), arguments: json!({"order_id": "8"}) }, Reply::Speak("Okay.".to_owned())]);
+    fake.queue([
+        Reply::ToolCall { name: "lookup_order".to_owned(), arguments: json!({"order_id": "8"}) },
+        Reply::Speak("Okay.".to_owned()),
+    ]);
     h.send(ProviderInput::Text("And order 8?".to_owned())).await;
     let ProviderEvent::ToolCall { call_id, .. } = h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await else {
         unreachable!()
     };
     h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Okay.")).await;
     let creates = fake.frames("response.create").len();
-    h.send(ProviderInput::ToolResult { call_id, output: json!("fine"), is_error: false, scheduling: Some(Scheduling::Silent) }).await;
+    h.send(ProviderInput::ToolResult {
+        call_id,
+        output: json!("fine"),
+        is_error: false,
+        scheduling: Some(Scheduling::Silent),
+    })
+    .await;
     h.drain_for(Duration::from_millis(300)).await;
     assert_eq!(fake.frames("response.create").len(), creates, "silent: no response");
 }
@@ -308,7 +344,11 @@ async fn background_tool_is_answered_at_once_and_its_result_scheduled() {
 async fn sequencer_never_overlaps_responses() {
     let fake = FakeUpstream::start(Flavor::OpenAi).await;
     fake.set_speedup(2);
-    fake.queue([Reply::Speak("First answer, a little long.".to_owned()), Reply::Speak("Second.".to_owned()), Reply::Speak("Third.".to_owned())]);
+    fake.queue([
+        Reply::Speak("First answer, a little long.".to_owned()),
+        Reply::Speak("Second.".to_owned()),
+        Reply::Speak("Third.".to_owned()),
+    ]);
     let mut h = Harness::start(provider_b(ProviderBBlock::default()), &fake).await;
     h.ready().await;
     h.send(ProviderInput::Text("one".to_owned())).await;
@@ -325,7 +365,8 @@ async fn sequencer_never_overlaps_responses() {
     fake.queue([Reply::Speak("Auto reply.".to_owned()), Reply::Speak("Queued reply.".to_owned())]);
     fake.act(Action::UserTurn { transcript: "hello".to_owned(), late_transcript: false, respond: true }).await;
     fake.act(Action::Send(json!({"type": "error", "error": {"type": "invalid_request_error",
-        "code": "conversation_already_has_active_response", "message": "busy", "event_id": "svc_response_x"}}))).await;
+        "code": "conversation_already_has_active_response", "message": "busy", "event_id": "svc_response_x"}})))
+        .await;
     h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Auto reply.")).await;
     assert!(h.errors().is_empty(), "the race is absorbed, not surfaced: {:?}", h.errors());
 }
@@ -339,7 +380,8 @@ async fn late_user_transcript_keeps_speech_start_order() {
     setup.limits.quiet_gap = Duration::from_millis(50);
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
-    fake.act(Action::UserTurn { transcript: "Can I get a refund?".to_owned(), late_transcript: true, respond: true }).await;
+    fake.act(Action::UserTurn { transcript: "Can I get a refund?".to_owned(), late_transcript: true, respond: true })
+        .await;
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
     // The transcript of the user's turn arrives only after the reply.
     let ProviderEvent::UserTranscript { speech_started_ms, .. } =
@@ -347,7 +389,8 @@ async fn late_user_transcript_keeps_speech_start_order() {
     else {
         unreachable!()
     };
-    let started_index = h.seen.iter().position(|e| matches!(e, ProviderEvent::UserSpeechStarted)).expect("speech start");
+    let started_index =
+        h.seen.iter().position(|e| matches!(e, ProviderEvent::UserSpeechStarted)).expect("speech start");
     let response_index = h.seen.iter().position(|e| matches!(e, ProviderEvent::ResponseStarted)).expect("response");
     assert!(started_index < response_index);
     assert!(speech_started_ms < 600);

@@ -57,9 +57,15 @@ fn openai_rotation_waits_for_a_quiet_moment() {
     assert_eq!(connects(&transmits), 0);
     assert!(!events.iter().any(|e| matches!(e, ProviderEvent::Reconnecting { .. })));
     // It ends; the last audio left 200 ms ago: still not quiet for 1 s.
-    let audio = format!(r#"{{"type":"response.output_audio.delta","item_id":"i","delta":"{}"}}"#, svc_provider::codec::encode_pcm(&[0; 480]));
+    let audio = format!(
+        r#"{{"type":"response.output_audio.delta","item_id":"i","delta":"{}"}}"#,
+        svc_provider::codec::encode_pcm(&[0; 480])
+    );
     codec.handle_upstream_message(due + Duration::from_secs(4), &audio);
-    codec.handle_upstream_message(due + Duration::from_millis(4200), r#"{"type":"response.done","response":{"status":"completed"}}"#);
+    codec.handle_upstream_message(
+        due + Duration::from_millis(4200),
+        r#"{"type":"response.done","response":{"status":"completed"}}"#,
+    );
     let (transmits, _) = drain(&mut codec);
     assert_eq!(connects(&transmits), 0);
     let quiet_at = codec.poll_timeout().expect("timer");
@@ -93,8 +99,7 @@ fn reconnects_back_off_within_a_budget_then_fail() {
     assert!(events.iter().any(|e| matches!(e, ProviderEvent::Reconnecting { .. })));
     let mut delays = Vec::new();
     let mut now = t0;
-    loop {
-        let Some(at) = codec.poll_timeout() else { break };
+    while let Some(at) = codec.poll_timeout() {
         delays.push(at - now);
         now = at;
         codec.handle_timeout(now);
@@ -117,16 +122,25 @@ fn reconnects_back_off_within_a_budget_then_fail() {
     let mut codec = openai_ready(t0);
     codec.handle_upstream_closed(t0, Some(1006), "reset");
     codec.handle_timeout(t0 + Duration::from_millis(500));
-    codec.handle_connect_failed(t0 + Duration::from_millis(600), ConnectFailure { status: Some(401), message: "HTTP 401".to_owned() });
+    codec.handle_connect_failed(
+        t0 + Duration::from_millis(600),
+        ConnectFailure { status: Some(401), message: "HTTP 401".to_owned() },
+    );
     let (_, events) = drain(&mut codec);
-    assert!(events.iter().any(|e| matches!(e, ProviderEvent::Error(error) if error.fatal && error.code == "unauthorized")));
+    assert!(
+        events.iter().any(|e| matches!(e, ProviderEvent::Error(error) if error.fatal && error.code == "unauthorized"))
+    );
 }
 
 #[test]
 fn gemini_go_away_waits_for_the_post_tool_handle() {
     let t0 = Instant::now();
     let mut setup = SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p");
-    setup.tools = vec![ToolDecl { name: "lookup".to_owned(), description: "d".to_owned(), parameters: json!({"type": "object"}) }];
+    setup.tools = vec![ToolDecl {
+        name: "lookup".to_owned(),
+        description: "d".to_owned(),
+        parameters: json!({"type": "object"}),
+    }];
     let mut codec = GeminiCodec::new(setup, request());
     codec.handle_connected(t0);
     codec.handle_upstream_message(t0, r#"{"setupComplete":{}}"#);
@@ -139,9 +153,15 @@ fn gemini_go_away_waits_for_the_post_tool_handle() {
     assert_eq!(connects(&transmits), 0, "a tool call is open: a handle from before it would lose it");
     assert!(events.contains(&ProviderEvent::Reconnecting { seconds_remaining: Some(20.0) }));
     assert_eq!(codec.poll_timeout(), Some(t0 + Duration::from_secs(20)), "deadline: time left minus a second");
-    codec.handle_input(t0 + Duration::from_secs(2), ProviderInput::ToolResult { call_id: "c1".to_owned(), output: json!(1), is_error: false, scheduling: None });
+    codec.handle_input(
+        t0 + Duration::from_secs(2),
+        ProviderInput::ToolResult { call_id: "c1".to_owned(), output: json!(1), is_error: false, scheduling: None },
+    );
     assert_eq!(connects(&drain(&mut codec).0), 0, "still waiting for a resumable handle");
-    codec.handle_upstream_message(t0 + Duration::from_secs(3), r#"{"sessionResumptionUpdate":{"newHandle":"h2","resumable":true}}"#);
+    codec.handle_upstream_message(
+        t0 + Duration::from_secs(3),
+        r#"{"sessionResumptionUpdate":{"newHandle":"h2","resumable":true}}"#,
+    );
     let (transmits, _) = drain(&mut codec);
     assert_eq!(connects(&transmits), 1);
     assert_eq!(codec.resumption_handle(), Some("h2"));
@@ -150,7 +170,8 @@ fn gemini_go_away_waits_for_the_post_tool_handle() {
     let Some(Transmit::Text(setup)) = transmits.first() else { panic!("setup first: {transmits:?}") };
     assert!(setup.contains(r#""handle":"h2""#), "{setup}");
     // Without a handle update the deadline forces the resume with the latest handle.
-    let mut codec = GeminiCodec::new(SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p"), request());
+    let mut codec =
+        GeminiCodec::new(SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p"), request());
     codec.handle_connected(t0);
     codec.handle_upstream_message(t0, r#"{"setupComplete":{}}"#);
     codec.handle_upstream_message(t0, r#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":false}}"#);
@@ -165,22 +186,43 @@ fn gemini_go_away_waits_for_the_post_tool_handle() {
 fn gpt_live_user_turn_ends_on_silence_in_virtual_time() {
     let t0 = Instant::now();
     let setup = SessionSetup::new(model(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())), "p");
-    let mut codec = GptLiveCodec::new(setup, request(), Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() });
+    let mut codec = GptLiveCodec::new(
+        setup,
+        request(),
+        Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() },
+    );
     codec.handle_connected(t0);
     codec.handle_upstream_message(t0, r#"{"type":"session.started","session":{"id":"l1"}}"#);
     drain(&mut codec);
-    codec.handle_upstream_message(t0 + Duration::from_millis(100), r#"{"type":"session.input_transcript.delta","delta":"hi ","start_ms":0,"end_ms":300}"#);
-    codec.handle_upstream_message(t0 + Duration::from_millis(400), r#"{"type":"session.input_transcript.delta","delta":"there","start_ms":400,"end_ms":700}"#);
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(100),
+        r#"{"type":"session.input_transcript.delta","delta":"hi ","start_ms":0,"end_ms":300}"#,
+    );
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(400),
+        r#"{"type":"session.input_transcript.delta","delta":"there","start_ms":400,"end_ms":700}"#,
+    );
     // A fragment 1.2 s later on the model's clock starts a new turn.
-    codec.handle_upstream_message(t0 + Duration::from_millis(500), r#"{"type":"session.input_transcript.delta","delta":"again","start_ms":1900,"end_ms":2100}"#);
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(500),
+        r#"{"type":"session.input_transcript.delta","delta":"again","start_ms":1900,"end_ms":2100}"#,
+    );
     let (_, events) = drain(&mut codec);
-    let finals: Vec<&ProviderEvent> = events.iter().filter(|e| matches!(e, ProviderEvent::UserTranscript { is_final: true, .. })).collect();
-    assert_eq!(finals, vec![&ProviderEvent::UserTranscript { text: "hi there".to_owned(), is_final: true, speech_started_ms: 100 }]);
+    let finals: Vec<&ProviderEvent> =
+        events.iter().filter(|e| matches!(e, ProviderEvent::UserTranscript { is_final: true, .. })).collect();
+    assert_eq!(
+        finals,
+        vec![&ProviderEvent::UserTranscript { text: "hi there".to_owned(), is_final: true, speech_started_ms: 100 }]
+    );
     // No further fragment: the turn ends 0.8 s after the last one.
     let end = codec.poll_timeout().expect("turn timer");
     assert_eq!(end, t0 + Duration::from_millis(1300));
     codec.handle_timeout(end);
     let (_, events) = drain(&mut codec);
-    assert!(events.contains(&ProviderEvent::UserTranscript { text: "again".to_owned(), is_final: true, speech_started_ms: 500 }));
+    assert!(events.contains(&ProviderEvent::UserTranscript {
+        text: "again".to_owned(),
+        is_final: true,
+        speech_started_ms: 500
+    }));
     assert!(events.contains(&ProviderEvent::UserSpeechStopped));
 }

@@ -28,7 +28,11 @@ async fn session_update_maps_every_knob_exactly() {
         idle_timeout_ms: Some(8000),
     });
     setup.voice = "ara".to_owned();
-    setup.tools = vec![ToolDecl { name: "end_call".to_owned(), description: "End the call.".to_owned(), parameters: json!({"type": "object", "properties": {}}) }];
+    setup.tools = vec![ToolDecl {
+        name: "end_call".to_owned(),
+        description: "End the call.".to_owned(),
+        parameters: json!({"type": "object", "properties": {}}),
+    }];
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
     assert_eq!(fake.connections()[0].target, "/v1/realtime?model=grok-voice-3.0");
@@ -48,7 +52,11 @@ async fn session_update_maps_every_knob_exactly() {
         }})
     );
     // Defaults: reasoning high, turn detection always sent.
-    let update = svc_provider::realtime::session_update(&provider_c(ProviderCBlock::default()), svc_provider::realtime::Dialect::Xai, "p");
+    let update = svc_provider::realtime::session_update(
+        &provider_c(ProviderCBlock::default()),
+        svc_provider::realtime::Dialect::Xai,
+        "p",
+    );
     assert_eq!(update["session"]["reasoning"], json!({"effort": "high"}));
     assert_eq!(update["session"]["turn_detection"], json!({"type": "server_vad"}));
     assert_eq!(update["session"]["voice"], "eve");
@@ -67,20 +75,27 @@ async fn greeting_cumulative_transcripts_usage_and_model_echo() {
     assert_eq!((error.code.as_str(), error.fatal), ("model_mismatch", false));
     h.ready().await;
     // The greeting is spoken verbatim through a force_message item, without response.create.
-    h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Hi, this is Grok.")).await;
+    h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Hi, this is Grok."))
+        .await;
     let item = fake.frames("conversation.item.create").remove(0).message;
-    assert_eq!(item["item"], json!({"type": "force_message", "role": "assistant",
-        "content": [{"type": "output_text", "text": "Hi, this is Grok."}], "interruptible": true}));
+    assert_eq!(
+        item["item"],
+        json!({"type": "force_message", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Hi, this is Grok."}], "interruptible": true})
+    );
     assert!(fake.frames("response.create").is_empty());
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
     // Usage comes at the top level on xAI: mapped from there.
-    let ProviderEvent::Usage(tokens) = h.seen.iter().find(|e| matches!(e, ProviderEvent::Usage(_))).cloned().expect("usage") else {
+    let ProviderEvent::Usage(tokens) =
+        h.seen.iter().find(|e| matches!(e, ProviderEvent::Usage(_))).cloned().expect("usage")
+    else {
         unreachable!()
     };
     assert_eq!((tokens.input_tokens, tokens.output_tokens, tokens.total_tokens), (150, 60, 210));
     assert_eq!(tokens.input_audio_tokens + tokens.input_text_tokens + tokens.output_audio_tokens, 0);
     // Cumulative `updated` transcripts become append fragments, then the final.
-    fake.act(Action::UserTurn { transcript: "what time is it".to_owned(), late_transcript: false, respond: true }).await;
+    fake.act(Action::UserTurn { transcript: "what time is it".to_owned(), late_transcript: false, respond: true })
+        .await;
     h.wait(|e| matches!(e, ProviderEvent::UserTranscript { is_final: true, .. })).await;
     let fragments: String = h
         .seen
@@ -116,7 +131,10 @@ async fn rotation_reseeds_through_instructions_and_keeps_audio() {
     let update = fake.wait_for(WAIT, |r| r.connection == 1 && r.message["type"] == "session.update").await.message;
     let instructions = update["session"]["instructions"].as_str().expect("instructions");
     assert!(instructions.starts_with("You are Grok, a helpful voice."));
-    assert!(instructions.contains("User: My name is Ada.") && instructions.contains("Assistant: Noted."), "{instructions}");
+    assert!(
+        instructions.contains("User: My name is Ada.") && instructions.contains("Assistant: Noted."),
+        "{instructions}"
+    );
     // xAI bills items: no reseed items on the new session.
     h.drain_for(Duration::from_millis(100)).await;
     assert!(!fake.received().iter().any(|r| r.connection >= 1 && r.message["type"] == "conversation.item.create"));

@@ -263,9 +263,11 @@ pub fn main() -> ExitCode {
     };
     // Provider checks touch no data directory.
     let needs_data = !matches!(cli.command, Command::Provider(_));
-    let config = match cli.config.resolve().and_then(|config| {
-        if needs_data { config.prepare_data_dir().map(|()| config) } else { Ok(config) }
-    }) {
+    let config = match cli
+        .config
+        .resolve()
+        .and_then(|config| if needs_data { config.prepare_data_dir().map(|()| config) } else { Ok(config) })
+    {
         Ok(config) => config,
         Err(error) => {
             eprintln!("svc: invalid configuration: {error}");

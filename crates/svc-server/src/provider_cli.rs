@@ -52,14 +52,20 @@ pub const DEFAULT_TEXT: &str = "Say hello.";
 /// Runs a provider command; the error is the one-line reason.
 pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -> anyhow::Result<()> {
     let ProviderCommand::Check(args) = command;
-    let alias = Provider::from_wire(&args.provider)
-        .ok_or_else(|| anyhow!("unknown provider `{}` (use provider_a, provider_b, provider_b_mini, provider_b_live or provider_c)", args.provider))?;
+    let alias = Provider::from_wire(&args.provider).ok_or_else(|| {
+        anyhow!(
+            "unknown provider `{}` (use provider_a, provider_b, provider_b_mini, provider_b_live or provider_c)",
+            args.provider
+        )
+    })?;
     let model_id = args.model.clone();
     let block = match alias {
         Provider::ProviderA => ProviderBlock::ProviderA(ProviderABlock { model_id, ..ProviderABlock::default() }),
         Provider::ProviderB => ProviderBlock::ProviderB(ProviderBBlock { model_id, ..ProviderBBlock::default() }),
         Provider::ProviderBMini => ProviderBlock::ProviderBMini(ProviderBMiniBlock { model_id }),
-        Provider::ProviderBLive => ProviderBlock::ProviderBLive(ProviderBLiveBlock { model_id, ..ProviderBLiveBlock::default() }),
+        Provider::ProviderBLive => {
+            ProviderBlock::ProviderBLive(ProviderBLiveBlock { model_id, ..ProviderBLiveBlock::default() })
+        }
         Provider::ProviderC => ProviderBlock::ProviderC(ProviderCBlock { model_id, ..ProviderCBlock::default() }),
     };
     let model = resolve_model(&config.model_catalog, Some(&ModelChoice::Block(block)), None)
@@ -68,7 +74,9 @@ pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -
     let input = match &args.wav {
         Some(path) => {
             let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            CheckInput::Audio(svc_provider::check::read_wav(&bytes).map_err(|error| anyhow!("{}: {error}", path.display()))?)
+            CheckInput::Audio(
+                svc_provider::check::read_wav(&bytes).map_err(|error| anyhow!("{}: {error}", path.display()))?,
+            )
         }
         None => CheckInput::Text(args.text.clone().unwrap_or_else(|| DEFAULT_TEXT.to_owned())),
     };

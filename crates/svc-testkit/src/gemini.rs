@@ -65,7 +65,8 @@ impl Conn {
             }
             (resumable, consumed, state.transparent, handle)
         };
-        let mut update = json!({"newHandle": if resumable { handle.clone() } else { String::new() }, "resumable": resumable});
+        let mut update =
+            json!({"newHandle": if resumable { handle.clone() } else { String::new() }, "resumable": resumable});
         if transparent && let Some(index) = consumed {
             update["lastConsumedClientMessageIndex"] = json!(index.to_string());
         }
@@ -152,7 +153,8 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) -> bool {
             state.setup_done = true;
             state.transparent = setup.pointer("/sessionResumption/transparent").and_then(Value::as_bool) == Some(true);
             state.manual_vad =
-                setup.pointer("/realtimeInputConfig/automaticActivityDetection/disabled").and_then(Value::as_bool) == Some(true);
+                setup.pointer("/realtimeInputConfig/automaticActivityDetection/disabled").and_then(Value::as_bool)
+                    == Some(true);
         }
         conn.send(json!({"setupComplete": {"sessionId": format!("gem_{}", conn.index)}})).await;
         return true;
@@ -198,7 +200,8 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) -> bool {
     } else if frame.get("toolResponse").is_some() {
         let blocking = frame.pointer("/toolResponse/functionResponses/0/scheduling").is_none();
         let was_pending = std::mem::replace(&mut conn.state().tool_pending, false);
-        let scheduling = frame.pointer("/toolResponse/functionResponses/0/scheduling").and_then(Value::as_str).unwrap_or("");
+        let scheduling =
+            frame.pointer("/toolResponse/functionResponses/0/scheduling").and_then(Value::as_str).unwrap_or("");
         if (was_pending && blocking) || scheduling == "WHEN_IDLE" || scheduling == "INTERRUPT" {
             if scheduling == "INTERRUPT" {
                 interrupt(conn).await;

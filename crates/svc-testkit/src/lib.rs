@@ -495,7 +495,9 @@ async fn responses(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         let kind = value["type"].as_str().unwrap_or("").to_owned();
         sse.push_str(&format!("event: {kind}\ndata: {value}\n\n"));
     };
-    event(serde_json::json!({"type": "response.created", "response": {"id": "resp_fake_1", "model": model, "status": "in_progress"}}));
+    event(
+        serde_json::json!({"type": "response.created", "response": {"id": "resp_fake_1", "model": model, "status": "in_progress"}}),
+    );
     for word in answer.split_inclusive(' ') {
         event(serde_json::json!({"type": "response.output_text.delta", "item_id": "msg_fake_1", "delta": word}));
     }

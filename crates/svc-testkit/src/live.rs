@@ -135,14 +135,17 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) -> bool {
             return true;
         }
         let session = frame.get("session").cloned().unwrap_or(json!({}));
-        if let Some(unknown) = session.as_object().and_then(|o| o.keys().find(|k| !SESSION_FIELDS.contains(&k.as_str()))) {
+        if let Some(unknown) =
+            session.as_object().and_then(|o| o.keys().find(|k| !SESSION_FIELDS.contains(&k.as_str())))
+        {
             conn.error("unknown_parameter", &format!("Unknown parameter: 'session.{unknown}'."), &event_id).await;
             return true;
         }
         {
             let mut state = conn.state();
             state.started = true;
-            state.delegation_type = session.pointer("/delegation/type").and_then(Value::as_str).unwrap_or("").to_owned();
+            state.delegation_type =
+                session.pointer("/delegation/type").and_then(Value::as_str).unwrap_or("").to_owned();
         }
         let mut echoed = session.clone();
         echoed["id"] = json!(format!("live_{}", conn.index));
@@ -166,7 +169,8 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) -> bool {
             }
             let acked = kind.replace(".append", ".appended");
             let start = conn.state().clock_ms;
-            conn.send(json!({"type": acked, "client_event_id": event_id, "start_ms": start, "end_ms": start + 10})).await;
+            conn.send(json!({"type": acked, "client_event_id": event_id, "start_ms": start, "end_ms": start + 10}))
+                .await;
             if kind == "session.commentary.append" {
                 // Delegation results are said (paraphrased — here verbatim); other commentary
                 // prompts the next scripted reply.
@@ -191,8 +195,12 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) -> bool {
         }
         "response.create" => {
             if !conn.state().open_calls.is_empty() {
-                conn.error("function_call_outputs_required", "Every open function call needs an output first.", &event_id)
-                    .await;
+                conn.error(
+                    "function_call_outputs_required",
+                    "Every open function call needs an output first.",
+                    &event_id,
+                )
+                .await;
                 return true;
             }
             let answer = conn.state().pending_answer.take();
@@ -219,8 +227,10 @@ async fn on_action(conn: &Arc<Conn>, action: Action) -> bool {
                 let start = conn.state().clock_ms;
                 let end = start + 250;
                 conn.state().clock_ms = end + 50;
-                conn.send(json!({"type": "session.input_transcript.delta", "delta": word, "start_ms": start, "end_ms": end}))
-                    .await;
+                conn.send(
+                    json!({"type": "session.input_transcript.delta", "delta": word, "start_ms": start, "end_ms": end}),
+                )
+                .await;
             }
             conn.state().clock_ms += 1000;
             if respond && let Reply::Speak(text) = conn.shared.next_reply() {
@@ -236,11 +246,14 @@ async fn on_action(conn: &Arc<Conn>, action: Action) -> bool {
             } else {
                 conn.state().delegations.insert(id.clone());
             }
-            conn.send(json!({"type": "session.delegation.created", "delegation": delegation, "offset_ms": clock})).await;
+            conn.send(json!({"type": "session.delegation.created", "delegation": delegation, "offset_ms": clock}))
+                .await;
             if target == "responses" {
                 let event = |inner: Value| json!({"type": "response.event", "delegation_id": id, "event": inner});
-                conn.send(event(json!({"type": "response.created", "response": {"id": "resp_b1", "status": "in_progress"}})))
-                    .await;
+                conn.send(event(
+                    json!({"type": "response.created", "response": {"id": "resp_b1", "status": "in_progress"}}),
+                ))
+                .await;
                 conn.send(event(json!({"type": "response.output_item.done", "output_index": 0,
                     "item": {"type": "reasoning", "id": "rs_1", "summary": []}})))
                     .await;

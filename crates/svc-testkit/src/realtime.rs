@@ -16,7 +16,6 @@ const CHUNK_MS: u32 = 40;
 
 pub(crate) enum Out {
     /// A JSON frame.
-
     Frame(Value),
     Close(u16, String),
 }
@@ -253,12 +252,14 @@ async fn server_vad(conn: &Arc<Conn>, pcm: &[i16]) {
     };
     if started {
         let heard = conn.state().heard_ms;
-        conn.send(json!({"type": "input_audio_buffer.speech_started", "audio_start_ms": heard, "item_id": "item_vad"})).await;
+        conn.send(json!({"type": "input_audio_buffer.speech_started", "audio_start_ms": heard, "item_id": "item_vad"}))
+            .await;
     }
     if ended {
         let item_id = conn.id("item_user");
         let heard = conn.state().heard_ms;
-        conn.send(json!({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": heard, "item_id": item_id})).await;
+        conn.send(json!({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": heard, "item_id": item_id}))
+            .await;
         conn.send(json!({"type": "input_audio_buffer.committed", "item_id": item_id, "previous_item_id": null})).await;
         for frame in user_transcript_frames(conn.flavor, &item_id, "(speech)") {
             conn.send(frame).await;
@@ -310,8 +311,10 @@ async fn on_action(conn: &Arc<Conn>, action: Action) -> bool {
             return true;
         }
         Action::Error { code, message } => {
-            conn.send(json!({"type": "error", "error": {"type": "invalid_request_error", "code": code, "message": message}}))
-                .await;
+            conn.send(
+                json!({"type": "error", "error": {"type": "invalid_request_error", "code": code, "message": message}}),
+            )
+            .await;
         }
         Action::Stall => conn.state().stalled = true,
         Action::Expire => {

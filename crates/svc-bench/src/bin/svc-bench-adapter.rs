@@ -51,8 +51,16 @@ fn request() -> ConnectRequest {
 /// A codec past its handshake, ready for audio.
 fn ready_codec(name: &str, now: Instant) -> Box<dyn Codec> {
     let mut codec: Box<dyn Codec> = match name {
-        "openai" => Box::new(RealtimeCodec::new(setup(ProviderBlock::ProviderB(ProviderBBlock::default())), Dialect::OpenAi, request())),
-        "xai" => Box::new(RealtimeCodec::new(setup(ProviderBlock::ProviderC(ProviderCBlock::default())), Dialect::Xai, request())),
+        "openai" => Box::new(RealtimeCodec::new(
+            setup(ProviderBlock::ProviderB(ProviderBBlock::default())),
+            Dialect::OpenAi,
+            request(),
+        )),
+        "xai" => Box::new(RealtimeCodec::new(
+            setup(ProviderBlock::ProviderC(ProviderCBlock::default())),
+            Dialect::Xai,
+            request(),
+        )),
         "gemini" => Box::new(GeminiCodec::new(setup(ProviderBlock::ProviderA(ProviderABlock::default())), request())),
         _ => Box::new(GptLiveCodec::new(
             setup(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())),
@@ -85,7 +93,9 @@ fn output_frame(name: &str) -> String {
         "openai" | "xai" => format!(
             r#"{{"type":"response.output_audio.delta","event_id":"event_1","response_id":"resp_1","item_id":"item_1","output_index":0,"content_index":0,"delta":"{data}"}}"#
         ),
-        "gemini" => format!(r#"{{"serverContent":{{"modelTurn":{{"parts":[{{"inlineData":{{"mimeType":"audio/pcm;rate=24000","data":"{data}"}}}}]}}}}}}"#),
+        "gemini" => format!(
+            r#"{{"serverContent":{{"modelTurn":{{"parts":[{{"inlineData":{{"mimeType":"audio/pcm;rate=24000","data":"{data}"}}}}]}}}}}}"#
+        ),
         _ => format!(r#"{{"type":"session.output_audio.delta","delta":"{data}"}}"#),
     }
 }
@@ -131,7 +141,10 @@ fn main() {
         args.batch, args.batches
     );
     println!("- Machine: nproc {}", std::thread::available_parallelism().map_or(0, usize::from));
-    println!("- Each figure: median (and p99) over {} batches of {} frames, ns per frame, one thread.\n", args.batches, args.batch);
+    println!(
+        "- Each figure: median (and p99) over {} batches of {} frames, ns per frame, one thread.\n",
+        args.batches, args.batch
+    );
 
     // Baselines.
     let room16 = room.clone();
@@ -156,7 +169,9 @@ fn main() {
     });
     let b64 = encode_pcm(&vec![1234i16; 480]);
     let decode = measure(&args, || {
-        black_box(base64::engine::general_purpose::STANDARD.decode(black_box(b64.as_bytes())).map(|v| v.len()).unwrap_or(0));
+        black_box(
+            base64::engine::general_purpose::STANDARD.decode(black_box(b64.as_bytes())).map(|v| v.len()).unwrap_or(0),
+        );
     });
 
     println!("| codec | direction | ns/frame p50 | p99 | µs/frame | baseline | baseline ns | ratio |");

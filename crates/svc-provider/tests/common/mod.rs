@@ -40,7 +40,8 @@ impl Harness {
     }
 
     pub async fn start_with_key(setup: SessionSetup, fake: &FakeUpstream, key: &str) -> Harness {
-        let session = svc_provider::start(setup, &env_for(fake, key), CancellationToken::new()).expect("adapter starts");
+        let session =
+            svc_provider::start(setup, &env_for(fake, key), CancellationToken::new()).expect("adapter starts");
         Harness { session, seen: Vec::new() }
     }
 
