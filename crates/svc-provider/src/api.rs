@@ -140,16 +140,18 @@ impl Default for SessionLimits {
 }
 
 impl SessionLimits {
-    /// Defaults for an API family (`gemini`, `openai`, `openai_live`, `xai`): rotate a few minutes
-    /// before each hard cap (OpenAI 60 min, GPT-Live 2 h, xAI 120 min; Gemini connections last
-    /// ~10 min but announce their end with `goAway`).
-    pub fn for_family(family: &str) -> SessionLimits {
-        let minutes = match family {
-            "openai" => 55,
-            "openai_live" | "xai" => 115,
-            _ => 24 * 60,
+    /// Limits for a model: rotate five minutes (at most a tenth of the cap) before the catalog's
+    /// `session_cap_seconds` (OpenAI 60 min, GPT-Live and xAI 120 min). Without a cap (Gemini,
+    /// whose connections announce their end with `goAway`) the timer stays a day away.
+    pub fn for_model(model: &ResolvedModel) -> SessionLimits {
+        let rotate_after = match model.session_cap_seconds {
+            Some(cap) => {
+                let cap = u64::from(cap);
+                Duration::from_secs(cap - (cap / 10).min(5 * 60))
+            }
+            None => Duration::from_secs(24 * 3600),
         };
-        SessionLimits { rotate_after: Duration::from_secs(minutes * 60), ..SessionLimits::default() }
+        SessionLimits { rotate_after, ..SessionLimits::default() }
     }
 }
 
@@ -188,7 +190,7 @@ impl SessionSetup {
     pub fn new(model: ResolvedModel, instructions: &str) -> SessionSetup {
         SessionSetup {
             voice: model.default_voice.clone(),
-            limits: SessionLimits::for_family(&model.family),
+            limits: SessionLimits::for_model(&model),
             model,
             instructions: instructions.to_owned(),
             speaking_style: None,
@@ -233,7 +235,7 @@ impl SessionSetup {
             greeting: agent.greeting.clone(),
             history: Vec::new(),
             resumption_handle: None,
-            limits: SessionLimits::for_family(&session.model.family),
+            limits: SessionLimits::for_model(&session.model),
         }
     }
 

@@ -92,18 +92,15 @@ pub fn codec_for(setup: SessionSetup, env: &ProviderEnv) -> Result<Box<dyn Codec
     })
 }
 
-/// The backend model of `svc` delegation: the session's `responses_model`, else the embedded
-/// catalog's default for provider_b_live.
+/// The backend model of `svc` delegation: the session's `responses_model`, else the catalog's
+/// default for provider_b_live.
 fn svc_backend_model(setup: &SessionSetup) -> String {
     if let svc_domain::model::Knobs::ProviderBLive(knobs) = &setup.model.knobs
         && let Some(model) = &knobs.responses_model
     {
         return model.clone();
     }
-    svc_domain::model::ModelCatalog::embedded()
-        .alias(svc_domain::model::Provider::ProviderBLive)
-        .and_then(|alias| alias.default_responses_model.clone())
-        .unwrap_or_else(|| "gpt-5.6-luna".to_owned())
+    setup.model.default_responses_model.clone().unwrap_or_else(|| "gpt-5.6-luna".to_owned())
 }
 
 /// Starts an adapter for `setup`: its codec in the WebSocket driver.
