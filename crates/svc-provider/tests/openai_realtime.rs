@@ -504,3 +504,25 @@ async fn close_answers_open_tool_calls_and_ends_the_stream() {
     let seed = fake.wait_for(WAIT, |r| r.message["item"]["role"] == "system").await;
     assert!(seed.message.to_string().contains("User: earlier question"));
 }
+
+#[tokio::test]
+async fn shutdown_and_a_dropped_runtime_both_end_the_adapter() {
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    let mut h = Harness::start(provider_b(ProviderBBlock::default()), &fake).await;
+    h.ready().await;
+    h.session.shutdown.cancel();
+    h.wait(|e| matches!(e, ProviderEvent::Closed { .. })).await;
+    let task = h.session.task;
+    tokio::time::timeout(WAIT, task).await.expect("the task ends").expect("no panic");
+
+    // The runtime going away (its sender dropped) closes the session too.
+    let h = Harness::start(provider_b(ProviderBBlock::default()), &fake).await;
+    let svc_provider::driver::ProviderSession { input, mut events, task, .. } = h.session;
+    drop(input);
+    let mut closed = false;
+    while let Ok(Some(event)) = tokio::time::timeout(WAIT, events.recv()).await {
+        closed |= matches!(event, ProviderEvent::Closed { .. });
+    }
+    assert!(closed);
+    tokio::time::timeout(WAIT, task).await.expect("the task ends").expect("no panic");
+}

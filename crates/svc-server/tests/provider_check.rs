@@ -148,3 +148,18 @@ async fn fails_fast_with_one_clear_line() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("belongs to provider_c"), "{}", stderr(&output));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_base_url_is_a_configuration_error() {
+    let output = check(
+        vec![("OPENAI_API_KEY", "k".to_owned()), ("OPENAI_BASE_URL", "not a url".to_owned())],
+        &["--provider", "provider_b"],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(64));
+    assert!(
+        stderr(&output).contains("OPENAI_BASE_URL: `not a url` is not an http(s) or ws(s) URL"),
+        "{}",
+        stderr(&output)
+    );
+}
