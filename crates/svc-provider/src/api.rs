@@ -420,8 +420,9 @@ pub enum ProviderEvent {
         /// How.
         status: ResponseStatus,
     },
-    /// The user talked over the assistant: flush playback and answer with
-    /// [`ProviderInput::BargeIn`] carrying the played milliseconds.
+    /// The user started talking while assistant audio of the current item may still be playing:
+    /// if it is, flush playback and answer with [`ProviderInput::BargeIn`] carrying the played
+    /// milliseconds (if nothing is playing any more, ignore it).
     Interrupted,
     /// The model calls a tool; answer with [`ProviderInput::ToolResult`].
     ToolCall {
@@ -465,4 +466,51 @@ pub enum ProviderEvent {
         /// Why.
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use svc_domain::model::ModelCatalog;
+    use svc_domain::session_config::parse_start;
+    use svc_domain::settings::RecordingConsents;
+    use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
+    use svc_domain::tools::{ServerTool, ServerToolAvailability};
+
+    use super::*;
+
+    #[test]
+    fn a_resolved_start_becomes_the_adapter_setup() {
+        let body = json!({
+            "sdk": {"name": "svc-js", "version": "1.0.0"},
+            "agent": {"type": "inline", "instructions": "Be brief.", "greeting": "Hi!",
+                "model": {"provider": "provider_c", "speed": 1.2},
+                "voice": {"name": "rex", "speaking_style": "Calm."},
+                "audio": {"output": false},
+                "interruption_sensitivity": "high",
+                "tools": [{"kind": "end_call"}, {"kind": "client", "name": "lookup_order", "description": "Find",
+                    "parameters": {"type": "object", "properties": {}}}]}
+        });
+        let request = parse_start(&body, None).expect("valid start");
+        let tools = ServerToolAvailability::new([ServerTool::EndCall]);
+        let context = StartContext {
+            catalog: ModelCatalog::embedded(),
+            server_tools: &tools,
+            caller_has_resources_read: false,
+            consents: RecordingConsents { audio: true, transcript: true, video: false },
+            avatar_enabled: false,
+            server_max_session_seconds: None,
+        };
+        let session = resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves");
+        let setup = SessionSetup::from_resolved(&session);
+        assert_eq!(setup.model.model_id, "grok-voice-3.0");
+        assert_eq!(setup.voice, "rex");
+        assert_eq!(setup.system_prompt(), "Be brief.\n\nSpeaking style: Calm.");
+        assert!(setup.text_only);
+        assert_eq!(setup.interruption_sensitivity, InterruptionSensitivity::High);
+        assert_eq!(setup.greeting.as_deref(), Some("Hi!"));
+        let names: Vec<&str> = setup.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["end_call", "lookup_order"]);
+        assert_eq!(setup.limits.rotate_after, Duration::from_secs(7200 - 300), "xAI cap from the catalog");
+    }
 }

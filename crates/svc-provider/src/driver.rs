@@ -96,7 +96,6 @@ pub fn spawn(codec: Box<dyn Codec>, shutdown: CancellationToken) -> ProviderSess
         http_tx: None,
         tls: tls_config(),
         shutdown: shutdown.clone(),
-        epoch: Instant::now(),
     };
     let task = tokio::spawn(driver.run());
     ProviderSession { input: input_tx, events: event_rx, resumption_handle: handle_rx, shutdown, task }
@@ -114,13 +113,11 @@ struct Driver {
     http_tx: Option<mpsc::Sender<(u64, HttpEvent)>>,
     tls: Arc<rustls::ClientConfig>,
     shutdown: CancellationToken,
-    epoch: Instant,
 }
 
 impl Driver {
+    /// The codec's clock: Tokio's (so paused-time tests also pause the codec), as std `Instant`.
     fn now(&self) -> std::time::Instant {
-        // The codec's clock is std Instant; Tokio's Instant converts losslessly.
-        let _ = self.epoch;
         Instant::now().into_std()
     }
 
