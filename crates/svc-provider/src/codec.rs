@@ -122,6 +122,9 @@ pub fn json_string(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()
 }
 
+/// Most client commands kept while the upstream reconnects.
+pub const PENDING_FRAMES_MAX: usize = 256;
+
 /// Where the upstream link is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Link {
@@ -146,6 +149,8 @@ pub struct Core {
     origin: Option<Instant>,
     resampler: Option<Resampler>,
     scratch: Vec<i16>,
+    /// Client commands waiting for a ready link (bounded by [`PENDING_FRAMES_MAX`]).
+    pending_frames: VecDeque<String>,
     /// User audio at the provider rate waiting for a ready link (bounded).
     pending_audio: VecDeque<i16>,
     pending_audio_max: usize,
@@ -180,6 +185,7 @@ impl Core {
             // "pass through", which keeps the session alive rather than panicking.
             resampler: Resampler::new(ROOM_RATE_HZ, provider_rate_hz).ok(),
             scratch: Vec::with_capacity(1024),
+            pending_frames: VecDeque::new(),
             pending_audio: VecDeque::new(),
             pending_audio_max: (provider_rate_hz as usize) * (buffer_ms as usize) / 1000,
             usage: UsageMeter::new(),
@@ -208,6 +214,29 @@ impl Core {
     /// Queues a JSON frame.
     pub fn send_json(&mut self, value: &serde_json::Value) {
         self.out.push_back(Transmit::Text(value.to_string()));
+    }
+
+    /// Sends a client command now if the link is ready, else keeps it (bounded) until
+    /// [`Core::flush_pending`]: text turns, notes and tool outputs survive a reconnect.
+    pub fn send_when_ready(&mut self, frame: String) {
+        if self.link == Link::Ready {
+            self.out.push_back(Transmit::Text(frame));
+            return;
+        }
+        self.pending_frames.push_back(frame);
+        if self.pending_frames.len() > PENDING_FRAMES_MAX {
+            self.pending_frames.pop_front();
+            self.emit(ProviderEvent::Error(ProviderError {
+                fatal: false,
+                code: "input_dropped".to_owned(),
+                message: "too many commands while the upstream reconnects; the oldest was dropped".to_owned(),
+            }));
+        }
+    }
+
+    /// Commands kept while the link was down, in order.
+    pub fn take_pending(&mut self) -> Vec<String> {
+        self.pending_frames.drain(..).collect()
     }
 
     /// Queues any transmit.

@@ -238,6 +238,7 @@ impl GeminiCodec {
     /// Sends a client message on a ready link (indexed for replay), or keeps it for later.
     fn send_client(&mut self, frame: String) {
         if self.core.link != Link::Ready {
+            self.core.send_when_ready(frame);
             return;
         }
         if self.transparent {
@@ -447,11 +448,15 @@ impl GeminiCodec {
         }
         // Replay what the old connection did not consume (transparent), re-indexed here.
         let replay: Vec<String> = std::mem::take(&mut self.unacked).into_iter().map(|(_, frame)| frame).collect();
-        // Tool responses go first after setup.
+        // Tool responses go first after setup; then what the old connection did not consume;
+        // then commands given while the link was down.
         for frame in std::mem::take(&mut self.pending_tool_responses) {
             self.send_client(frame);
         }
         for frame in replay {
+            self.send_client(frame);
+        }
+        for frame in self.core.take_pending() {
             self.send_client(frame);
         }
         if !resumed && !self.seeded && self.core.history().next().is_some() {

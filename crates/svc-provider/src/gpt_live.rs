@@ -210,8 +210,10 @@ impl GptLiveCodec {
     fn append(&mut self, channel: AppendChannel, delegation_id: Option<&str>, content: &str) {
         for piece in split_for_append(content, self.setup.limits.append_max_tokens) {
             let event_id = self.next_id("append");
-            self.core.send_json(&json!({"type": channel.command(), "event_id": event_id,
-                "delegation_id": delegation_id, "content": piece}));
+            self.core.send_when_ready(
+                json!({"type": channel.command(), "event_id": event_id, "delegation_id": delegation_id, "content": piece})
+                    .to_string(),
+            );
         }
     }
 
@@ -572,6 +574,9 @@ impl GptLiveCodec {
         if self.muted {
             // A new session starts unmuted (§4.4).
             self.core.send_json(&json!({"type": "session.input_audio.mute"}));
+        }
+        for frame in self.core.take_pending() {
+            self.core.send(frame);
         }
         for chunk in self.core.take_buffered_audio(RATE_HZ as usize / 10) {
             self.core.send(audio_frame(&chunk));

@@ -343,7 +343,7 @@ impl RealtimeCodec {
     }
 
     fn add_item(&mut self, item: Value) {
-        self.core.send_json(&json!({"type": "conversation.item.create", "item": item}));
+        self.core.send_when_ready(json!({"type": "conversation.item.create", "item": item}).to_string());
     }
 
     fn handle_tool_result(&mut self, call_id: &str, output: &Value, is_error: bool, scheduling: Option<Scheduling>) {
@@ -529,6 +529,7 @@ impl RealtimeCodec {
             return;
         }
         let reseeding = self.core.was_ready;
+        self.core.mark_ready();
         if self.dialect == Dialect::OpenAi {
             let history = self.core.history_text();
             if !history.is_empty() {
@@ -537,7 +538,9 @@ impl RealtimeCodec {
                     "content": [{"type": "input_text", "text": reseed_preamble(&history)}]}));
             }
         }
-        self.core.mark_ready();
+        for frame in self.core.take_pending() {
+            self.core.send(frame);
+        }
         self.upstream_ready_at = Some(now);
         if reseeding {
             self.rotating = false;

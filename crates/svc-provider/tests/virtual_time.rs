@@ -226,3 +226,40 @@ fn gpt_live_user_turn_ends_on_silence_in_virtual_time() {
     }));
     assert!(events.contains(&ProviderEvent::UserSpeechStopped));
 }
+
+#[test]
+fn commands_given_during_a_reconnect_are_sent_once_it_is_back() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    codec.handle_upstream_closed(t0, Some(1006), "reset");
+    drain(&mut codec);
+    codec.handle_input(t0 + Duration::from_millis(100), ProviderInput::Text("still there?".to_owned()));
+    codec.handle_input(t0 + Duration::from_millis(100), ProviderInput::Context("VIP caller".to_owned()));
+    let (transmits, _) = drain(&mut codec);
+    assert!(transmits.iter().all(|t| !matches!(t, Transmit::Text(_))), "nothing goes out while the link is down");
+    codec.handle_timeout(t0 + Duration::from_millis(500));
+    codec.handle_connected(t0 + Duration::from_millis(600));
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(600),
+        r#"{"type":"session.created","session":{"id":"s2"}}"#,
+    );
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(700),
+        r#"{"type":"session.updated","session":{"id":"s2"}}"#,
+    );
+    let (transmits, events) = drain(&mut codec);
+    assert!(events.contains(&ProviderEvent::Reconnected { resumed: false }));
+    let texts: Vec<String> = transmits
+        .into_iter()
+        .filter_map(|t| match t {
+            Transmit::Text(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    let position =
+        |needle: &str| texts.iter().position(|t| t.contains(needle)).unwrap_or_else(|| panic!("{needle} in {texts:?}"));
+    assert!(position("session.update") < position("\"text\":\"still there?\""));
+    assert!(position("\"text\":\"still there?\"") < position("VIP caller"));
+    assert!(position("VIP caller") < position("response.create"), "the turn's response after its item");
+    assert_eq!(texts.iter().filter(|t| t.contains("response.create")).count(), 1);
+}
