@@ -207,6 +207,7 @@ impl GeminiCodec {
             core.record_turn(0, turn.role, &turn.text);
         }
         core.transmit(Transmit::Connect(connect.clone()));
+        let resuming = setup.resumption_handle.is_some();
         GeminiCodec {
             handle: setup.resumption_handle.clone(),
             resumable: setup.resumption_handle.is_some(),
@@ -214,7 +215,8 @@ impl GeminiCodec {
             setup,
             connect,
             transparent,
-            resuming: false,
+            // A handle from a prior svc session resumes it natively (`resume_session_id`).
+            resuming,
             go_away: None,
             reconnecting: false,
             next_index: 0,

@@ -31,6 +31,9 @@ pub const RATE_HZ: u32 = 24_000;
 pub const SPEECH_RMS: f64 = 0.0006;
 /// Silence that ends an assistant response, in samples (0.8 s).
 const END_SILENCE_SAMPLES: u64 = RATE_HZ as u64 * 8 / 10;
+/// Largest live-model prompt in estimated tokens (upstream cap 16,384, §4.2; the spec allows
+/// 131,072 characters of instructions).
+pub const INSTRUCTIONS_MAX_TOKENS: usize = 16_000;
 /// Most `input` history messages a session start takes (§4.2).
 const HISTORY_MAX_MESSAGES: usize = 128;
 /// Error codes that end the session (LiveKit's GPT-Live fatal list, §1.5).
@@ -97,9 +100,10 @@ pub fn session_start(setup: &SessionSetup, history: &[(Role, String)], event_id:
         }
         Delegation::Client | Delegation::Svc => json!({"type": "client"}),
     };
+    let (instructions, _) = fit_instructions(&setup.system_prompt());
     let mut session = json!({
         "model": setup.model.model_id,
-        "instructions": setup.system_prompt(),
+        "instructions": instructions,
         "audio": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "output": {"voice": setup.voice}},
         "delegation": delegation,
     });
@@ -119,6 +123,16 @@ pub fn session_start(setup: &SessionSetup, history: &[(Role, String)], event_id:
         session["input"] = json!(input);
     }
     json!({"type": "session.start", "event_id": event_id, "session": session})
+}
+
+/// The live prompt cut to [`INSTRUCTIONS_MAX_TOKENS`] at a sentence end; `true` when cut. Under
+/// `responses` delegation the backend still gets the full instructions.
+pub fn fit_instructions(prompt: &str) -> (String, bool) {
+    if crate::codec::estimate_tokens(prompt) <= INSTRUCTIONS_MAX_TOKENS {
+        return (prompt.to_owned(), false);
+    }
+    let first = split_for_append(prompt, INSTRUCTIONS_MAX_TOKENS).into_iter().next().unwrap_or_default();
+    (first, true)
 }
 
 #[derive(Debug, Default)]
@@ -680,6 +694,15 @@ impl Codec for GptLiveCodec {
         }
         let history = self.history_pairs();
         let event_id = self.next_id("start");
+        if !self.core.was_ready && fit_instructions(&self.setup.system_prompt()).1 {
+            self.core.error(
+                false,
+                "instructions_truncated",
+                format!(
+                    "the live model takes about {INSTRUCTIONS_MAX_TOKENS} tokens of instructions; the rest was cut"
+                ),
+            );
+        }
         let start = session_start(&self.setup, &history, &event_id);
         self.core.send_json(&start);
         self.core.link = Link::Configuring;

@@ -304,3 +304,44 @@ async fn close_codes_are_classified_and_drops_reconnect() {
     let ProviderEvent::Error(error) = h.wait(|e| matches!(e, ProviderEvent::Error(_))).await else { unreachable!() };
     assert_eq!((error.code.as_str(), error.fatal), ("model_unavailable", true));
 }
+
+#[tokio::test]
+async fn a_prior_sessions_handle_resumes_natively_or_falls_back_to_the_transcript() {
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    fake.queue([Reply::Speak("Noted, Ada.".to_owned())]);
+    let mut h = Harness::start(provider_a(ProviderABlock::default()), &fake).await;
+    h.ready().await;
+    h.send(ProviderInput::Text("My name is Ada.".to_owned())).await;
+    let ProviderEvent::ResumptionHandle(Some(handle)) =
+        h.wait(|e| matches!(e, ProviderEvent::ResumptionHandle(Some(_)))).await
+    else {
+        unreachable!()
+    };
+    h.send(ProviderInput::Close).await;
+    h.wait(|e| matches!(e, ProviderEvent::Closed { .. })).await;
+
+    // A later svc session resumes with it: handle in the setup, no greeting.
+    let mut setup = provider_a(ProviderABlock::default());
+    setup.resumption_handle = Some(handle.clone());
+    setup.greeting = Some("Hello again!".to_owned());
+    let mut h = Harness::start(setup, &fake).await;
+    h.ready().await;
+    let resumed = fake.wait_for(WAIT, |r| r.connection == 1 && r.message.get("setup").is_some()).await.message;
+    assert_eq!(resumed["setup"]["sessionResumption"]["handle"], handle.as_str());
+    h.drain_for(Duration::from_millis(200)).await;
+    assert!(!fake.received().iter().any(|r| r.connection == 1 && r.message.to_string().contains("Hello again!")));
+
+    // A stale handle is refused: a fresh session seeded from the transcript instead.
+    let mut setup = provider_a(ProviderABlock::default());
+    setup.resumption_handle = Some("handle_expired".to_owned());
+    setup.history = vec![svc_provider::api::TranscriptTurn {
+        role: svc_provider::api::Role::User,
+        text: "My name is Ada.".to_owned(),
+    }];
+    let mut h = Harness::start(setup, &fake).await;
+    h.wait(|e| matches!(e, ProviderEvent::ResumptionHandle(None))).await;
+    h.ready().await;
+    let seed =
+        fake.wait_for(WAIT, |r| r.message["clientContent"]["turnComplete"] == false && r.connection >= 3).await.message;
+    assert_eq!(seed["clientContent"]["turns"][0], json!({"role": "user", "parts": [{"text": "My name is Ada."}]}));
+}

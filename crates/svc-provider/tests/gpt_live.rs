@@ -71,6 +71,16 @@ async fn session_start_maps_every_knob_exactly() {
         "model": "gpt-5.6-luna", "instructions": "You are a friendly concierge."}})
     );
     assert_eq!(default["session"]["audio"]["output"]["voice"], "marin");
+    // Instructions beyond the live model's cap are cut for it, at a sentence end; the backend
+    // still gets them whole.
+    let long = "Always be precise about dates. ".repeat(3_000);
+    let mut big = live(ProviderBLiveBlock::default());
+    big.instructions = long.clone();
+    let start = svc_provider::gpt_live::session_start(&big, &[], "e");
+    let cut = start["session"]["instructions"].as_str().expect("instructions");
+    assert!(cut.len() < long.len() && long.starts_with(cut) && cut.ends_with('.'));
+    assert!(svc_provider::codec::estimate_tokens(cut) <= svc_provider::gpt_live::INSTRUCTIONS_MAX_TOKENS);
+    assert_eq!(start["session"]["delegation"]["responses"]["instructions"], long.as_str());
     for mode in [Delegation::Client, Delegation::Svc] {
         let setup = live(ProviderBLiveBlock { delegation: Some(mode), ..ProviderBLiveBlock::default() });
         let start = svc_provider::gpt_live::session_start(&setup, &[], "e");
