@@ -298,3 +298,16 @@ async fn open(request: ConnectRequest, tls: Arc<rustls::ClientConfig>) -> Result
         Ok(Err(error)) => Err(failure(error.to_string())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_uses_the_webpki_roots_with_ring() {
+        let config = tls_config();
+        assert!(config.alpn_protocols.is_empty(), "plain HTTP/1.1 upgrade (xAI refuses HTTP/2)");
+        assert!(webpki_roots::TLS_SERVER_ROOTS.len() > 100);
+        assert!(config.crypto_provider().cipher_suites.iter().any(|suite| suite.version() == &rustls::version::TLS13));
+    }
+}
