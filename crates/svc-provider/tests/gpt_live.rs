@@ -299,3 +299,29 @@ async fn expiry_rotates_with_history_and_errors_are_classified() {
     assert!(error.fatal);
     h.wait(|e| matches!(e, ProviderEvent::Closed { .. })).await;
 }
+
+#[tokio::test]
+async fn user_talking_over_the_model_cuts_the_heard_transcript() {
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    fake.set_speedup(1);
+    fake.queue([Reply::Speak("I could go on about the history of this restaurant for a very long time.".to_owned())]);
+    let mut setup = live(ProviderBLiveBlock::default());
+    setup.limits.turn_gap = Duration::from_millis(300);
+    let mut h = Harness::start(setup, &fake).await;
+    h.ready().await;
+    h.send(ProviderInput::Text("tell me about it".to_owned())).await;
+    while h.audio_samples().len() < 24 * 400 {
+        h.wait(|e| matches!(e, ProviderEvent::AssistantAudio { .. })).await;
+    }
+    fake.act(Action::UserTurn { transcript: "Okay thanks.".to_owned(), late_transcript: false, respond: false }).await;
+    h.wait(|e| matches!(e, ProviderEvent::Interrupted)).await;
+    h.send(ProviderInput::BargeIn { played_ms: 250 }).await;
+    let ProviderEvent::AssistantTranscript { text, .. } =
+        h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { is_final: true, .. })).await
+    else {
+        unreachable!()
+    };
+    assert!(text.len() < 25 && "I could go on about the history".starts_with(&text), "heard: {text:?}");
+    // The model owns its turn-taking: nothing is cancelled or truncated upstream.
+    assert!(fake.frames("response.cancel").is_empty() && fake.frames("conversation.item.truncate").is_empty());
+}

@@ -143,3 +143,84 @@ async fn rotation_reseeds_through_instructions_and_keeps_audio() {
     assert_eq!(total.len(), expected.len());
     assert!(correlation(&total, &expected) > 0.999);
 }
+
+#[tokio::test]
+async fn barge_in_tools_and_errors() {
+    use svc_provider::api::{Policy, Scheduling, ToolBehavior};
+    let fake = FakeUpstream::start(Flavor::Xai).await;
+    fake.set_speedup(1);
+    fake.queue([Reply::Speak("Here is a rather long answer that will be cut off by the caller soon.".to_owned())]);
+    let mut setup = provider_c(ProviderCBlock::default());
+    setup.tools = vec![
+        ToolDecl {
+            name: "lookup_order".to_owned(),
+            description: "Find".to_owned(),
+            parameters: json!({"type": "object", "properties": {}}),
+        },
+        ToolDecl {
+            name: "send_email".to_owned(),
+            description: "Mail".to_owned(),
+            parameters: json!({"type": "object", "properties": {}}),
+        },
+    ];
+    setup.tool_policy.overrides.insert(
+        "send_email".to_owned(),
+        Policy { behavior: ToolBehavior::NonBlocking, scheduling: Some(Scheduling::WhenIdle) },
+    );
+    let mut h = Harness::start(setup, &fake).await;
+    h.ready().await;
+    // Barge-in: truncated at the played position (clamped), heard text final.
+    h.send(ProviderInput::Text("talk".to_owned())).await;
+    while h.audio_samples().len() < 24 * 300 {
+        h.wait(|e| matches!(e, ProviderEvent::AssistantAudio { .. })).await;
+    }
+    fake.act(Action::UserTurn { transcript: "wait".to_owned(), late_transcript: false, respond: false }).await;
+    h.wait(|e| matches!(e, ProviderEvent::Interrupted)).await;
+    h.send(ProviderInput::BargeIn { played_ms: 120 }).await;
+    let truncate = fake.wait_for(WAIT, |r| r.message["type"] == "conversation.item.truncate").await.message;
+    assert_eq!(truncate["audio_end_ms"], 120);
+    fake.set_speedup(8);
+
+    // Blocking tool, then a background one answered at once.
+    fake.queue([
+        Reply::ToolCall { name: "lookup_order".to_owned(), arguments: json!({"id": 1}) },
+        Reply::Speak("Found it.".to_owned()),
+        Reply::ToolCall { name: "send_email".to_owned(), arguments: json!({}) },
+        Reply::Speak("Sending now.".to_owned()),
+        Reply::Speak("The email went out.".to_owned()),
+    ]);
+    h.send(ProviderInput::Text("find order 1".to_owned())).await;
+    let ProviderEvent::ToolCall { call_id, .. } = h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await else {
+        unreachable!()
+    };
+    h.send(ProviderInput::ToolResult { call_id, output: json!({"ok": true}), is_error: false, scheduling: None }).await;
+    h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Found it.")).await;
+    h.send(ProviderInput::Text("email me".to_owned())).await;
+    let ProviderEvent::ToolCall { call_id, name, .. } = h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await
+    else {
+        unreachable!()
+    };
+    assert_eq!(name, "send_email");
+    h.wait(|e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "Sending now."))
+        .await;
+    h.send(ProviderInput::ToolResult { call_id, output: json!("sent"), is_error: false, scheduling: None }).await;
+    h.wait(
+        |e| matches!(e, ProviderEvent::AssistantTranscript { text, is_final: true } if text == "The email went out."),
+    )
+    .await;
+    let outputs = fake
+        .frames("conversation.item.create")
+        .iter()
+        .filter(|r| r.message["item"]["type"] == "function_call_output")
+        .count();
+    assert_eq!(outputs, 2, "each call answered upstream exactly once");
+
+    // Per-turn error, then a fatal one.
+    fake.act(Action::Error { code: "invalid_value".to_owned(), message: "bad".to_owned() }).await;
+    let ProviderEvent::Error(error) = h.wait(|e| matches!(e, ProviderEvent::Error(_))).await else { unreachable!() };
+    assert!(!error.fatal);
+    fake.act(Action::Error { code: "invalid_api_key".to_owned(), message: "revoked".to_owned() }).await;
+    let ProviderEvent::Error(error) = h.wait(|e| matches!(e, ProviderEvent::Error(_))).await else { unreachable!() };
+    assert!(error.fatal);
+    h.wait(|e| matches!(e, ProviderEvent::Closed { .. })).await;
+}
