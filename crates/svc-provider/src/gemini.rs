@@ -29,8 +29,9 @@ use crate::usage;
 pub const INPUT_RATE_HZ: u32 = 16_000;
 /// Assistant audio rate.
 pub const OUTPUT_RATE_HZ: u32 = 24_000;
-/// Unacknowledged client messages kept for replay, at most.
-const REPLAY_MAX_MESSAGES: usize = 1500;
+/// Unacknowledged client messages kept for replay, at most (about 10 s of 20 ms audio frames,
+/// ~0.5 MB: the per-session memory budget is 4 MiB).
+const REPLAY_MAX_MESSAGES: usize = 500;
 
 /// The `setup` message for `setup` (the knob mapping of §2.3–2.4).
 pub fn setup_message(setup: &SessionSetup, handle: Option<&str>, transparent: bool) -> Value {

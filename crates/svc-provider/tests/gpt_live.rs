@@ -325,3 +325,40 @@ async fn user_talking_over_the_model_cuts_the_heard_transcript() {
     // The model owns its turn-taking: nothing is cancelled or truncated upstream.
     assert!(fake.frames("response.cancel").is_empty() && fake.frames("conversation.item.truncate").is_empty());
 }
+
+#[tokio::test]
+async fn a_failed_backend_response_drops_its_calls() {
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    let mut h = Harness::start(live(ProviderBLiveBlock::default()), &fake).await;
+    h.ready().await;
+    fake.act(Action::Send(
+        json!({"type": "response.event", "delegation_id": "dlg_x", "event": {"type": "response.created"}}),
+    ))
+    .await;
+    fake.act(Action::Send(json!({"type": "response.event", "delegation_id": "dlg_x", "event": {
+        "type": "response.output_item.done",
+        "item": {"type": "function_call", "status": "completed", "call_id": "call_x", "name": "lookup", "arguments": "{}"}}})))
+    .await;
+    h.wait(|e| matches!(e, ProviderEvent::ToolCall { call_id, .. } if call_id == "call_x")).await;
+    fake.act(Action::Send(
+        json!({"type": "response.event", "delegation_id": "dlg_x", "event": {"type": "response.failed"}}),
+    ))
+    .await;
+    h.wait(|e| matches!(e, ProviderEvent::ToolCallsCancelled { call_ids } if call_ids == &vec!["call_x".to_owned()]))
+        .await;
+    let ProviderEvent::Error(error) = h.wait(|e| matches!(e, ProviderEvent::Error(_))).await else { unreachable!() };
+    assert_eq!((error.code.as_str(), error.fatal), ("backend_failed", false));
+    // The voice model is told, and an output for the dropped call is never sent.
+    let note = fake.wait_for(WAIT, |r| r.message["type"] == "session.thinking.append").await.message;
+    assert!(note["content"].as_str().is_some_and(|c| c.contains("failed")));
+    h.send(ProviderInput::ToolResult {
+        call_id: "call_x".to_owned(),
+        output: json!(1),
+        is_error: false,
+        scheduling: None,
+    })
+    .await;
+    h.drain_for(Duration::from_millis(200)).await;
+    assert!(fake.frames("response.item.create").is_empty());
+    assert!(fake.frames("response.create").is_empty());
+}
