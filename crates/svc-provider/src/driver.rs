@@ -126,8 +126,13 @@ impl Driver {
         self.http_tx = Some(http_tx);
         let mut closing = false;
         loop {
-            if !self.drain().await {
-                break;
+            if !self.drain().await && !closing {
+                // Nobody listens any more: close properly (open tool calls answered, socket
+                // closed), dropping the events that follow.
+                closing = true;
+                let now = self.now();
+                self.codec.handle_input(now, ProviderInput::Close);
+                self.drain().await;
             }
             if self.codec.is_closed() {
                 break;
@@ -199,7 +204,8 @@ impl Driver {
         self.http_tasks.shutdown().await;
     }
 
-    /// Drains every transmit and event; `false` when the runtime stopped listening.
+    /// Drains every transmit and event; `false` when the runtime stopped listening (events are
+    /// then discarded).
     async fn drain(&mut self) -> bool {
         while let Some(transmit) = self.codec.poll_transmit() {
             match transmit {
@@ -243,12 +249,13 @@ impl Driver {
             let handle = handle.to_owned();
             self.handle_tx.send_replace(Some(handle));
         }
+        let mut listening = !self.event_tx.is_closed();
         while let Some(event) = self.codec.poll_event() {
-            if self.event_tx.send(event).await.is_err() {
-                return false;
+            if listening && self.event_tx.send(event).await.is_err() {
+                listening = false;
             }
         }
-        true
+        listening
     }
 }
 

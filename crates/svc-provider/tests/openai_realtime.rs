@@ -525,4 +525,19 @@ async fn shutdown_and_a_dropped_runtime_both_end_the_adapter() {
     }
     assert!(closed);
     tokio::time::timeout(WAIT, task).await.expect("the task ends").expect("no panic");
+
+    // So does the runtime no longer reading events: the open call is still answered upstream.
+    fake.queue([Reply::ToolCall { name: "lookup_order".to_owned(), arguments: json!({}) }]);
+    let mut setup = provider_b(ProviderBBlock::default());
+    setup.tools = vec![lookup_tool()];
+    let mut h = Harness::start(setup, &fake).await;
+    h.ready().await;
+    h.send(ProviderInput::Text("look".to_owned())).await;
+    h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await;
+    let svc_provider::driver::ProviderSession { input, events, task, .. } = h.session;
+    drop(events);
+    let _ = input.send(ProviderInput::Audio(vec![0; 960])).await;
+    tokio::time::timeout(WAIT, task).await.expect("the task ends").expect("no panic");
+    let output = fake.wait_for(WAIT, |r| r.message["item"]["type"] == "function_call_output").await;
+    assert!(output.message["item"]["output"].as_str().is_some_and(|o| o.contains("ended")));
 }
