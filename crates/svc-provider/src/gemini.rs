@@ -258,14 +258,15 @@ impl GeminiCodec {
         if self.muted {
             return;
         }
-        let resampled = self.core.resample(pcm).to_vec();
-        if resampled.is_empty() {
-            return;
-        }
         if self.core.link == Link::Ready {
-            let frame = audio_frame(&resampled);
+            let resampled = self.core.resample(pcm);
+            if resampled.is_empty() {
+                return;
+            }
+            let frame = audio_frame(resampled);
             self.send_client(frame);
         } else {
+            let resampled = self.core.resample(pcm).to_vec();
             self.core.buffer_audio(&resampled);
         }
     }

@@ -645,13 +645,15 @@ impl Codec for GptLiveCodec {
         }
         match input {
             ProviderInput::Audio(pcm) => {
-                let resampled = self.core.resample(&pcm).to_vec();
-                if !resampled.is_empty() {
-                    if self.core.link == Link::Ready {
-                        self.core.send(audio_frame(&resampled));
-                    } else {
-                        self.core.buffer_audio(&resampled);
+                if self.core.link == Link::Ready {
+                    let resampled = self.core.resample(&pcm);
+                    if !resampled.is_empty() {
+                        let frame = audio_frame(resampled);
+                        self.core.send(frame);
                     }
+                } else {
+                    let resampled = self.core.resample(&pcm).to_vec();
+                    self.core.buffer_audio(&resampled);
                 }
             }
             ProviderInput::Text(text) => {

@@ -326,20 +326,21 @@ impl RealtimeCodec {
 
     // ---- input ------------------------------------------------------------------------------
 
-    fn send_audio(&mut self, now: Instant, pcm: &[i16]) {
+    fn send_audio(&mut self, pcm: &[i16]) {
         if self.muted {
             return;
         }
-        let resampled = self.core.resample(pcm).to_vec();
-        if resampled.is_empty() {
-            return;
-        }
         if self.core.link == Link::Ready {
-            self.core.send(audio_frame(&resampled));
+            let resampled = self.core.resample(pcm);
+            if resampled.is_empty() {
+                return;
+            }
+            let frame = audio_frame(resampled);
+            self.core.send(frame);
         } else {
+            let resampled = self.core.resample(pcm).to_vec();
             self.core.buffer_audio(&resampled);
         }
-        let _ = now;
     }
 
     fn add_item(&mut self, item: Value) {
@@ -738,6 +739,9 @@ impl RealtimeCodec {
         }
         self.response_active = false;
         self.cancel_sent = false;
+        // Only a create still in flight can be refused later; forget the others.
+        let in_flight = self.create_in_flight.clone();
+        self.sent_creates.retain(|id, _| in_flight.as_deref() == Some(id.as_str()));
         self.core.emit(ProviderEvent::ResponseDone { status });
         self.maybe_follow_up();
         self.pump_responses();
@@ -775,6 +779,8 @@ impl RealtimeCodec {
             "input_audio_buffer.speech_stopped" => {
                 self.user_speaking = false;
                 self.core.emit(ProviderEvent::UserSpeechStopped);
+                // A turn typed while the user spoke was held back; it may go now.
+                self.pump_responses();
             }
             "conversation.item.input_audio_transcription.delta" => self.on_user_transcript("delta", event),
             "conversation.item.input_audio_transcription.updated" => self.on_user_transcript("updated", event),
@@ -887,7 +893,7 @@ impl Codec for RealtimeCodec {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) => self.send_audio(now, &pcm),
+            ProviderInput::Audio(pcm) => self.send_audio(&pcm),
             ProviderInput::Text(text) => {
                 self.add_item(json!({"type": "message", "role": "user",
                     "content": [{"type": "input_text", "text": text}]}));

@@ -263,3 +263,22 @@ fn commands_given_during_a_reconnect_are_sent_once_it_is_back() {
     assert!(position("VIP caller") < position("response.create"), "the turn's response after its item");
     assert_eq!(texts.iter().filter(|t| t.contains("response.create")).count(), 1);
 }
+
+#[test]
+fn a_turn_typed_while_the_user_speaks_is_answered_when_they_stop() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    codec.handle_upstream_message(t0, r#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#);
+    codec.handle_input(t0, ProviderInput::Text("typed".to_owned()));
+    let (transmits, _) = drain(&mut codec);
+    assert!(
+        !transmits.iter().any(|t| matches!(t, Transmit::Text(text) if text.contains("response.create"))),
+        "held back"
+    );
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(500),
+        r#"{"type":"input_audio_buffer.speech_stopped","item_id":"u1"}"#,
+    );
+    let (transmits, _) = drain(&mut codec);
+    assert!(transmits.iter().any(|t| matches!(t, Transmit::Text(text) if text.contains("response.create"))));
+}
