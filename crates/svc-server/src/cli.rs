@@ -302,6 +302,9 @@ pub fn main() -> ExitCode {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
+    // Signal handlers are installed before "svc is serving" can be seen: a SIGTERM right after it
+    // must drain, not kill (the default action).
+    let signal = wait_for_signal();
     let grace = config.shutdown_grace;
     let listen = config.listen;
     let app = AppState::open(config).await?;
@@ -311,7 +314,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
     let server = tokio::spawn(crate::run(listener, app.clone(), shutdown.clone().cancelled_owned()));
-    wait_for_signal().await;
+    signal.await;
     tracing::info!(grace_seconds = grace.as_secs(), "shutting down: draining in-flight requests");
     shutdown.cancel();
     match tokio::time::timeout(grace, server).await {
@@ -324,24 +327,30 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGINT or SIGTERM. The SIGTERM handler is registered when this is called, not when
+/// the future is first polled.
+fn wait_for_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        #[cfg(unix)]
+        let terminate = async move {
+            match terminate {
+                Some(mut signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        #[cfg(not(unix))]
+        let terminate = std::future::pending::<()>();
+        tokio::select! {
+            () = ctrl_c => {}
+            () = terminate => {}
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }
 
