@@ -546,11 +546,7 @@ impl GeminiCodec {
         self.resuming = self.handle.is_some();
         self.go_away = None;
         self.core.link = Link::Connecting;
-        self.core.transmit(Transmit::Connect(self.request()));
-    }
-
-    fn request(&self) -> ConnectRequest {
-        self.connect.clone()
+        self.core.transmit(Transmit::Connect(self.connect.clone()));
     }
 
     fn begin_reconnecting(&mut self, seconds_left: Option<f64>) {

@@ -466,12 +466,12 @@ impl RealtimeCodec {
         }
         let due_since = *self.rotation_due_since.get_or_insert(now);
         if self.quiet(now) || now >= due_since + self.setup.limits.quiet_wait_max {
-            self.start_rotation(now, None);
+            self.start_rotation(None);
         }
     }
 
     /// Replaces the upstream session: emit `reconnecting`, open a new socket, reseed on ready.
-    fn start_rotation(&mut self, now: Instant, seconds_remaining: Option<f64>) {
+    fn start_rotation(&mut self, seconds_remaining: Option<f64>) {
         self.core.emit(ProviderEvent::Reconnecting { seconds_remaining });
         self.rotating = true;
         self.rotation_due_since = None;
@@ -479,7 +479,6 @@ impl RealtimeCodec {
         self.reset_upstream_state();
         self.core.link = Link::Connecting;
         self.core.transmit(Transmit::Connect(self.connect.clone()));
-        let _ = now;
     }
 
     /// Forget what belonged to the old upstream session.
@@ -577,7 +576,7 @@ impl RealtimeCodec {
         }
     }
 
-    fn on_error(&mut self, now: Instant, event: &Value) {
+    fn on_error(&mut self, event: &Value) {
         let error = event.get("error").unwrap_or(event);
         let code = error.get("code").and_then(Value::as_str).unwrap_or("").to_owned();
         let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
@@ -594,7 +593,7 @@ impl RealtimeCodec {
             return;
         }
         if code == "session_expired" {
-            self.start_rotation(now, Some(0.0));
+            self.start_rotation(Some(0.0));
             return;
         }
         let fatal = FATAL_CODES.contains(&code.as_str())
@@ -774,7 +773,7 @@ impl RealtimeCodec {
                 self.on_session_created(event);
             }
             "session.updated" => self.on_session_updated(now, event),
-            "error" => self.on_error(now, event),
+            "error" => self.on_error(event),
             "input_audio_buffer.speech_started" => self.on_speech_started(now, event),
             "input_audio_buffer.speech_stopped" => {
                 self.user_speaking = false;
