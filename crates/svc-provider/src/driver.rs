@@ -79,8 +79,18 @@ pub fn tls_config() -> Arc<rustls::ClientConfig> {
     }
 }
 
-/// Starts the adapter task for `codec`.
+/// Starts the adapter task for `codec` (TLS: [`tls_config`]).
 pub fn spawn(codec: Box<dyn Codec>, shutdown: CancellationToken) -> ProviderSession {
+    spawn_with_tls(codec, tls_config(), shutdown)
+}
+
+/// Starts the adapter task for `codec` with its own TLS client configuration (private roots of
+/// a corporate gateway, or a test's self-signed certificate).
+pub fn spawn_with_tls(
+    codec: Box<dyn Codec>,
+    tls: Arc<rustls::ClientConfig>,
+    shutdown: CancellationToken,
+) -> ProviderSession {
     let (input_tx, input_rx) = mpsc::channel(INPUT_CAPACITY);
     let (event_tx, event_rx) = mpsc::channel(EVENT_CAPACITY);
     let (handle_tx, handle_rx) = watch::channel(None);
@@ -94,7 +104,7 @@ pub fn spawn(codec: Box<dyn Codec>, shutdown: CancellationToken) -> ProviderSess
         handle_tx,
         http_tasks: JoinSet::new(),
         http_tx: None,
-        tls: tls_config(),
+        tls,
         shutdown: shutdown.clone(),
     };
     let task = tokio::spawn(driver.run());
