@@ -303,6 +303,10 @@ pub struct AliasEntry {
     /// block names no `responses_model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_responses_model: Option<String>,
+    /// Hard cap of one upstream session in seconds, if the provider has one; the adapter rotates
+    /// onto a fresh upstream session a few minutes before it.
+    #[serde(default)]
+    pub session_cap_seconds: Option<u32>,
 }
 
 /// What the catalog knows about one concrete model id.
@@ -898,6 +902,11 @@ pub struct ResolvedModel {
     pub delegation: Option<Delegation>,
     /// Effective knob settings.
     pub knobs: Knobs,
+    /// provider_b_live: the catalog's backend Responses model (what `svc` delegation runs when
+    /// the block names none).
+    pub default_responses_model: Option<String>,
+    /// Hard cap of one upstream session in seconds (from the catalog).
+    pub session_cap_seconds: Option<u32>,
 }
 
 /// Effective knob settings per provider. `None` fields were not sent and have no default in the
@@ -1170,6 +1179,8 @@ pub fn resolve_model(
         deprecated: entry.deprecated,
         delegation,
         knobs,
+        default_responses_model: alias.default_responses_model.clone(),
+        session_cap_seconds: alias.session_cap_seconds,
     })
 }
 
@@ -1747,6 +1758,7 @@ mod tests {
             json!({
                 "alias": "provider_b", "family": "openai", "model_id": "gpt-realtime-2.1",
                 "speech_to_speech_only": false, "background_tools": true, "default_voice": "marin",
+                "default_responses_model": null, "session_cap_seconds": 3600,
                 "deprecated": false, "delegation": null,
                 "knobs": {"provider": "provider_b",
                           "turn_detection": {"type": "server_vad", "silence_duration_ms": 400, "prefix_padding_ms": null}}

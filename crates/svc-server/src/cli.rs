@@ -50,6 +50,9 @@ enum Command {
     /// Media-room tools.
     #[command(subcommand)]
     Room(RoomCommand),
+    /// Upstream provider tools (`svc provider check`).
+    #[command(subcommand)]
+    Provider(crate::provider_cli::ProviderCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -258,7 +261,13 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    let config = match cli.config.resolve().and_then(|config| config.prepare_data_dir().map(|()| config)) {
+    // Provider checks touch no data directory.
+    let needs_data = !matches!(cli.command, Command::Provider(_));
+    let config = match cli
+        .config
+        .resolve()
+        .and_then(|config| if needs_data { config.prepare_data_dir().map(|()| config) } else { Ok(config) })
+    {
         Ok(config) => config,
         Err(error) => {
             eprintln!("svc: invalid configuration: {error}");
@@ -279,6 +288,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve => serve(config).await,
+            Command::Provider(command) => crate::provider_cli::run(&config, command, cli.json).await,
             command => admin(config, command, cli.json).await,
         }
     });
@@ -292,6 +302,9 @@ pub fn main() -> ExitCode {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
+    // Signal handlers are installed before "svc is serving" can be seen: a SIGTERM right after it
+    // must drain, not kill (the default action).
+    let signal = wait_for_signal();
     let grace = config.shutdown_grace;
     let listen = config.listen;
     let app = AppState::open(config).await?;
@@ -314,7 +327,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         Some(room.clone()),
         shutdown.clone().cancelled_owned(),
     ));
-    wait_for_signal().await;
+    signal.await;
     tracing::info!(grace_seconds = grace.as_secs(), "shutting down: draining in-flight requests");
     // Rooms close first: every participant gets a leave (server shutdown) while its signal
     // connection is still up, then the HTTP side drains.
@@ -332,31 +345,37 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGINT or SIGTERM. The SIGTERM handler is registered when this is called, not when
+/// the future is first polled.
+fn wait_for_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        #[cfg(unix)]
+        let terminate = async move {
+            match terminate {
+                Some(mut signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        #[cfg(not(unix))]
+        let terminate = std::future::pending::<()>();
+        tokio::select! {
+            () = ctrl_c => {}
+            () = terminate => {}
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }
 
 async fn admin(config: Config, command: Command, json: bool) -> anyhow::Result<()> {
     let app = AppState::open(config).await?;
     let result = match command {
-        Command::Serve => Ok(()),
+        Command::Serve | Command::Provider(_) => Ok(()),
         Command::Workspace(command) => workspace(&app, command, json).await,
         Command::Key(command) => key(&app.store, command, json).await,
         Command::User(command) => user(&app, command, json).await,

@@ -144,14 +144,19 @@ pub struct ProviderKeys {
 }
 
 impl ProviderKeys {
-    /// Reads the variables from the process environment.
-    pub fn from_env() -> Self {
-        let set = |name: &str| std::env::var(name).is_ok_and(|value| !value.trim().is_empty());
-        ProviderKeys {
-            openai: set("OPENAI_API_KEY"),
-            gemini: set("GEMINI_API_KEY") || set("GOOGLE_API_KEY"),
-            xai: set("XAI_API_KEY"),
-        }
+    /// Reads the variables from the process environment (keys and base-URL overrides, see
+    /// [`svc_provider::endpoint`]).
+    ///
+    /// # Errors
+    ///
+    /// A base-URL override that is not a URL.
+    pub fn from_env() -> Result<Self, svc_provider::endpoint::EndpointError> {
+        svc_provider::endpoint::ProviderEnv::from_env().map(|env| ProviderKeys::from_provider_env(&env))
+    }
+
+    /// Which families `env` configures.
+    pub fn from_provider_env(env: &svc_provider::endpoint::ProviderEnv) -> Self {
+        ProviderKeys { openai: env.openai.is_some(), gemini: env.gemini.is_some(), xai: env.xai.is_some() }
     }
 
     /// Whether the upstream API family (the model catalog's `family`: `gemini`, `openai`,
@@ -312,7 +317,8 @@ impl ConfigArgs {
             server_tools: self.server_tools.clone().or(file.server_tools),
             sdk_floors: self.sdk_floors.clone().or(file.sdk_floors),
         };
-        merged.validate(ProviderKeys::from_env())
+        let keys = ProviderKeys::from_env().map_err(|error| invalid("provider base URL", error.to_string()))?;
+        merged.validate(keys)
     }
 
     fn validate(self, provider_keys: ProviderKeys) -> Result<Config, ConfigError> {
@@ -578,6 +584,20 @@ mod tests {
         assert_eq!(parse_version("1.2.3"), Some((1, 2, 3)));
         assert_eq!(parse_version("1.2.3.4"), None);
         assert_eq!(parse_version("x"), None);
+    }
+
+    #[test]
+    fn provider_keys_follow_the_ecosystem_variables() {
+        let vars = [("GOOGLE_API_KEY", "g"), ("XAI_API_KEY", "x"), ("XAI_BASE_URL", "http://127.0.0.1:1/v1")];
+        let env = svc_provider::endpoint::ProviderEnv::from_lookup(|name| {
+            vars.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
+        })
+        .expect("valid");
+        let keys = ProviderKeys::from_provider_env(&env);
+        assert_eq!(keys, ProviderKeys { openai: false, gemini: true, xai: true });
+        let config = ConfigArgs::default().validate(keys).expect("valid");
+        assert!(config.voice_available("provider_a") && config.voice_available("provider_c"));
+        assert!(!config.voice_available("provider_b") && !config.voice_available("provider_b_live"));
     }
 
     #[test]

@@ -1,0 +1,541 @@
+//! The sans-IO codec contract every provider implements, and the pieces all codecs share.
+//!
+//! A codec is a plain state machine: the IO shell ([`crate::driver`]) feeds it what happened
+//! (`handle_*`, each with the current time) and drains what to do (`poll_*`). It never touches a
+//! socket, a timer or the clock, so behaviour tests run it in virtual time, and exactly one task
+//! owns it.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+
+use crate::api::{ProviderError, ProviderEvent, ProviderInput, ROOM_RATE_HZ, Role, TranscriptTurn};
+use crate::resample::Resampler;
+use crate::usage::UsageMeter;
+
+/// Where and how to open the upstream WebSocket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectRequest {
+    /// `ws://` or `wss://` URL.
+    pub url: String,
+    /// Extra request headers (authentication).
+    pub headers: Vec<(String, String)>,
+}
+
+/// One outbound HTTP request (GPT-Live `svc` delegation calls the Responses API).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// Correlates [`HttpEvent`]s with this request.
+    pub id: u64,
+    /// `http://` or `https://` URL.
+    pub url: String,
+    /// Request headers.
+    pub headers: Vec<(String, String)>,
+    /// JSON body (POST).
+    pub body: String,
+}
+
+/// Progress of an [`HttpRequest`], fed back with [`Codec::handle_http`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpEvent {
+    /// The response status arrived.
+    Status(u16),
+    /// One server-sent event's `data` (or the whole body of a non-streaming response).
+    Data(String),
+    /// The response ended.
+    Done,
+    /// The request failed before completing.
+    Failed(String),
+}
+
+/// What the IO shell must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    /// Send one text frame on the open socket.
+    Text(String),
+    /// Close the current socket (if any) and open a new one.
+    Connect(ConnectRequest),
+    /// Close the socket; the session is over.
+    Close,
+    /// Perform an HTTP request and report with [`Codec::handle_http`].
+    Http(HttpRequest),
+}
+
+/// Why opening the socket failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectFailure {
+    /// HTTP status of a refused upgrade (401, 403, 429, …).
+    pub status: Option<u16>,
+    /// What happened.
+    pub message: String,
+}
+
+/// A provider's sans-IO protocol state machine.
+pub trait Codec: Send + 'static {
+    /// Input from the runtime.
+    fn handle_input(&mut self, now: Instant, input: ProviderInput);
+    /// The socket requested by the last [`Transmit::Connect`] is open.
+    fn handle_connected(&mut self, now: Instant);
+    /// The socket requested by the last [`Transmit::Connect`] could not be opened.
+    fn handle_connect_failed(&mut self, now: Instant, failure: ConnectFailure);
+    /// A text frame arrived.
+    fn handle_upstream_message(&mut self, now: Instant, text: &str);
+    /// The socket closed (close frame, error or EOF); `code` is the close code when one came.
+    fn handle_upstream_closed(&mut self, now: Instant, code: Option<u16>, reason: &str);
+    /// The deadline of [`Codec::poll_timeout`] passed.
+    fn handle_timeout(&mut self, now: Instant);
+    /// Progress of an [`HttpRequest`].
+    fn handle_http(&mut self, now: Instant, id: u64, event: HttpEvent) {
+        let _ = (now, id, event);
+    }
+    /// Next thing to do on the wire.
+    fn poll_transmit(&mut self) -> Option<Transmit>;
+    /// Next event for the runtime.
+    fn poll_event(&mut self) -> Option<ProviderEvent>;
+    /// When [`Codec::handle_timeout`] wants to be called.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// The latest native resumption handle (Gemini), for `has_resumption_handle`.
+    fn resumption_handle(&self) -> Option<&str>;
+    /// The session is over and every transmit has been drained.
+    fn is_closed(&self) -> bool;
+}
+
+/// PCM16 little-endian, base64 — the audio encoding of every provider.
+pub fn encode_pcm(samples: &[i16]) -> String {
+    let mut bytes = Vec::with_capacity(samples.len() * 2);
+    for sample in samples {
+        bytes.extend_from_slice(&sample.to_le_bytes());
+    }
+    B64.encode(bytes)
+}
+
+/// Inverse of [`encode_pcm`]; `None` for invalid base64 (an odd trailing byte is dropped).
+pub fn decode_pcm(data: &str) -> Option<Vec<i16>> {
+    let bytes = B64.decode(data.as_bytes()).ok()?;
+    Some(bytes.chunks_exact(2).map(|pair| i16::from_le_bytes([pair[0], pair[1]])).collect())
+}
+
+/// JSON string literal of `text` (quotes included), for hand-built hot-path frames.
+pub fn json_string(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+/// Most client commands kept while the upstream reconnects.
+pub const PENDING_FRAMES_MAX: usize = 256;
+
+/// Where the upstream link is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// A socket is being opened.
+    Connecting,
+    /// Socket open, setup sent, waiting for the upstream to confirm.
+    Configuring,
+    /// Takes input.
+    Ready,
+    /// Waiting to retry a failed connection.
+    Backoff,
+    /// Over.
+    Closed,
+}
+
+/// State every codec shares: output queues, the clock origin, user-audio resampling and the
+/// reconnect buffer, usage, the transcript (for reseeding) and the reconnect policy.
+#[derive(Debug)]
+pub struct Core {
+    out: VecDeque<Transmit>,
+    events: VecDeque<ProviderEvent>,
+    origin: Option<Instant>,
+    resampler: Option<Resampler>,
+    scratch: Vec<i16>,
+    /// Client commands waiting for a ready link (bounded by [`PENDING_FRAMES_MAX`]).
+    pending_frames: VecDeque<String>,
+    /// User audio at the provider rate waiting for a ready link (bounded).
+    pending_audio: VecDeque<i16>,
+    pending_audio_max: usize,
+    /// Session usage across upstream sessions.
+    pub usage: UsageMeter,
+    /// Finished turns, ordered by when they started (ms since origin).
+    history: Vec<(u64, TranscriptTurn)>,
+    /// Link state.
+    pub link: Link,
+    /// The first upstream session is ready (later ones are reconnects).
+    pub was_ready: bool,
+    /// When the current reconnect episode started (budget) and how many attempts failed.
+    reconnect_started: Option<Instant>,
+    /// Failed attempts in the current episode.
+    pub failed_attempts: u32,
+    /// When to retry.
+    pub retry_at: Option<Instant>,
+    /// Budget for one reconnect episode.
+    pub reconnect_budget: Duration,
+    closing: bool,
+}
+
+impl Core {
+    /// A core that resamples room audio to `provider_rate_hz`, buffering up to `buffer_ms` of it
+    /// while the link is not ready.
+    pub fn new(provider_rate_hz: u32, buffer_ms: u32, reconnect_budget: Duration) -> Core {
+        Core {
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            origin: None,
+            // Every provider rate we configure (16/24 kHz) is supported; `None` would mean
+            // "pass through", which keeps the session alive rather than panicking.
+            resampler: Resampler::new(ROOM_RATE_HZ, provider_rate_hz).ok(),
+            scratch: Vec::with_capacity(1024),
+            pending_frames: VecDeque::new(),
+            pending_audio: VecDeque::new(),
+            pending_audio_max: (provider_rate_hz as usize) * (buffer_ms as usize) / 1000,
+            usage: UsageMeter::new(),
+            history: Vec::new(),
+            link: Link::Connecting,
+            was_ready: false,
+            reconnect_started: None,
+            failed_attempts: 0,
+            retry_at: None,
+            reconnect_budget,
+            closing: false,
+        }
+    }
+
+    /// Milliseconds since the first time this core saw the clock.
+    pub fn ms(&mut self, now: Instant) -> u64 {
+        let origin = *self.origin.get_or_insert(now);
+        u64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Queues a frame.
+    pub fn send(&mut self, text: String) {
+        self.out.push_back(Transmit::Text(text));
+    }
+
+    /// Queues a JSON frame.
+    pub fn send_json(&mut self, value: &serde_json::Value) {
+        self.out.push_back(Transmit::Text(value.to_string()));
+    }
+
+    /// Sends a client command now if the link is ready, else keeps it (bounded) until
+    /// [`Core::flush_pending`]: text turns, notes and tool outputs survive a reconnect.
+    pub fn send_when_ready(&mut self, frame: String) {
+        if self.link == Link::Ready {
+            self.out.push_back(Transmit::Text(frame));
+            return;
+        }
+        self.pending_frames.push_back(frame);
+        if self.pending_frames.len() > PENDING_FRAMES_MAX {
+            self.pending_frames.pop_front();
+            self.emit(ProviderEvent::Error(ProviderError {
+                fatal: false,
+                code: "input_dropped".to_owned(),
+                message: "too many commands while the upstream reconnects; the oldest was dropped".to_owned(),
+            }));
+        }
+    }
+
+    /// Commands kept while the link was down, in order.
+    pub fn take_pending(&mut self) -> Vec<String> {
+        self.pending_frames.drain(..).collect()
+    }
+
+    /// Queues any transmit.
+    pub fn transmit(&mut self, transmit: Transmit) {
+        self.out.push_back(transmit);
+    }
+
+    /// Queues an event.
+    pub fn emit(&mut self, event: ProviderEvent) {
+        self.events.push_back(event);
+    }
+
+    /// Queues a classified error (fatal errors also close the session).
+    pub fn error(&mut self, fatal: bool, code: impl Into<String>, message: impl Into<String>) {
+        self.emit(ProviderEvent::Error(ProviderError { fatal, code: code.into(), message: message.into() }));
+        if fatal {
+            self.shut(format!("fatal upstream error: {}", self.last_error_code()));
+        }
+    }
+
+    fn last_error_code(&self) -> String {
+        match self.events.back() {
+            Some(ProviderEvent::Error(error)) => error.code.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// Ends the session: closes the socket and emits `Closed` once.
+    pub fn shut(&mut self, reason: impl Into<String>) {
+        if self.link == Link::Closed {
+            return;
+        }
+        self.link = Link::Closed;
+        self.retry_at = None;
+        self.out.push_back(Transmit::Close);
+        self.emit(ProviderEvent::Closed { reason: reason.into() });
+    }
+
+    /// Whether the session is over.
+    pub fn is_closed(&self) -> bool {
+        self.link == Link::Closed && self.out.is_empty()
+    }
+
+    /// Marks that `Close` was asked for (socket closes after the goodbye frames).
+    pub fn set_closing(&mut self) {
+        self.closing = true;
+    }
+
+    /// Whether the runtime asked to close.
+    pub fn closing(&self) -> bool {
+        self.closing
+    }
+
+    /// Next transmit.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// Next event.
+    pub fn poll_event(&mut self) -> Option<ProviderEvent> {
+        self.events.pop_front()
+    }
+
+    /// Resamples room audio to the provider rate; returns the resampled chunk.
+    pub fn resample<'a>(&'a mut self, room_pcm: &[i16]) -> &'a [i16] {
+        self.scratch.clear();
+        match &mut self.resampler {
+            Some(resampler) => resampler.process(room_pcm, &mut self.scratch),
+            None => self.scratch.extend_from_slice(room_pcm),
+        }
+        &self.scratch
+    }
+
+    /// Keeps resampled audio for when the link is ready, dropping the oldest beyond the bound.
+    pub fn buffer_audio(&mut self, pcm: &[i16]) {
+        self.pending_audio.extend(pcm.iter().copied());
+        while self.pending_audio.len() > self.pending_audio_max {
+            self.pending_audio.pop_front();
+        }
+    }
+
+    /// Buffered audio, drained in chunks of at most `chunk` samples.
+    pub fn take_buffered_audio(&mut self, chunk: usize) -> Vec<Vec<i16>> {
+        let mut chunks = Vec::new();
+        while !self.pending_audio.is_empty() {
+            let n = chunk.min(self.pending_audio.len());
+            chunks.push(self.pending_audio.drain(..n).collect());
+        }
+        chunks
+    }
+
+    /// Records a finished turn that started at `started_ms`, keeping the history ordered by start.
+    pub fn record_turn(&mut self, started_ms: u64, role: Role, text: &str) {
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        // At equal start times the user's turn comes first: it prompted the response.
+        let at = match role {
+            Role::User => self
+                .history
+                .partition_point(|(ms, turn)| *ms < started_ms || (*ms == started_ms && turn.role == Role::User)),
+            Role::Assistant => self.history.partition_point(|(ms, _)| *ms <= started_ms),
+        };
+        self.history.insert(at, (started_ms, TranscriptTurn { role, text: text.to_owned() }));
+    }
+
+    /// Replaces the turn of `role` that started at `started_ms` (a truncated assistant item), or
+    /// records it.
+    pub fn replace_turn(&mut self, started_ms: u64, role: Role, text: &str) {
+        if let Some(at) = self.history.iter().position(|(ms, turn)| *ms == started_ms && turn.role == role) {
+            self.history.remove(at);
+        }
+        self.record_turn(started_ms, role, text);
+    }
+
+    /// The transcript so far, in speech-start order.
+    pub fn history(&self) -> impl Iterator<Item = &TranscriptTurn> {
+        self.history.iter().map(|(_, turn)| turn)
+    }
+
+    /// The transcript rendered for reseeding a fresh upstream session.
+    pub fn history_text(&self) -> String {
+        let mut text = String::new();
+        for turn in self.history() {
+            let who = match turn.role {
+                Role::User => "User",
+                Role::Assistant => "Assistant",
+            };
+            text.push_str(who);
+            text.push_str(": ");
+            text.push_str(&turn.text);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Emits the cumulative usage.
+    pub fn emit_usage(&mut self) {
+        let totals = self.usage.totals();
+        self.emit(ProviderEvent::Usage(totals));
+    }
+
+    /// A connection attempt failed or the link dropped: schedule a retry with backoff
+    /// (0.5 s doubling to 4 s) within the reconnect budget, or fail the session.
+    pub fn schedule_retry(&mut self, now: Instant, why: &str) {
+        let started = *self.reconnect_started.get_or_insert(now);
+        self.failed_attempts += 1;
+        if now.saturating_duration_since(started) >= self.reconnect_budget {
+            self.error(true, "reconnect_failed", format!("upstream did not come back: {why}"));
+            return;
+        }
+        let shift = self.failed_attempts.saturating_sub(1).min(3);
+        let delay = Duration::from_millis(500u64 << shift);
+        self.link = Link::Backoff;
+        self.retry_at = Some(now + delay);
+    }
+
+    /// The link is ready: ends a reconnect episode.
+    pub fn mark_ready(&mut self) {
+        self.link = Link::Ready;
+        self.reconnect_started = None;
+        self.failed_attempts = 0;
+        self.retry_at = None;
+    }
+}
+
+/// Cuts `text` to the share of it that `played_ms` of `total_ms` audio carried (§1.2): the
+/// transcript of what the user actually heard, ending on a word boundary.
+pub fn heard_text(text: &str, played_ms: u64, total_ms: u64) -> String {
+    if total_ms == 0 || played_ms >= total_ms {
+        return text.to_owned();
+    }
+    let chars = text.chars().count();
+    let keep = usize::try_from((chars as u128 * u128::from(played_ms) / u128::from(total_ms)) as u64).unwrap_or(chars);
+    let cut: String = text.chars().take(keep).collect();
+    // Do not end mid-word: a half word was not heard as a word.
+    match text.chars().nth(keep) {
+        Some(next) if !next.is_whitespace() => match cut.rfind(char::is_whitespace) {
+            Some(space) => cut[..space].trim_end().to_owned(),
+            None => String::new(),
+        },
+        _ => cut.trim_end().to_owned(),
+    }
+}
+
+/// Estimated tokens of `text` for append splitting: ~4 ASCII characters per token, one token per
+/// other character (CJK is about one token per character) — errs on the side of smaller chunks.
+pub fn estimate_tokens(text: &str) -> usize {
+    let (ascii, other) =
+        text.chars().fold((0usize, 0usize), |(a, o), c| if c.is_ascii() { (a + 1, o) } else { (a, o + 1) });
+    ascii.div_ceil(4) + other
+}
+
+/// Splits `text` into pieces of at most `max_tokens` estimated tokens, at sentence ends where
+/// possible, then at spaces, then anywhere.
+pub fn split_for_append(text: &str, max_tokens: usize) -> Vec<String> {
+    let max_tokens = max_tokens.max(1);
+    if estimate_tokens(text) <= max_tokens {
+        return vec![text.to_owned()];
+    }
+    let mut pieces = Vec::new();
+    let mut current = String::new();
+    for sentence in split_keep(text, |c| matches!(c, '.' | '!' | '?' | '。' | '！' | '？' | '\n')) {
+        for part in fit(&sentence, max_tokens) {
+            if estimate_tokens(&current) + estimate_tokens(&part) > max_tokens && !current.is_empty() {
+                pieces.push(std::mem::take(&mut current).trim().to_owned());
+            }
+            current.push_str(&part);
+        }
+    }
+    if !current.trim().is_empty() {
+        pieces.push(current.trim().to_owned());
+    }
+    pieces.retain(|piece| !piece.is_empty());
+    pieces
+}
+
+/// Splits after every char matching `end`, keeping it.
+fn split_keep(text: &str, end: impl Fn(char) -> bool) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        current.push(c);
+        if end(c) {
+            parts.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
+/// Breaks one over-long sentence at spaces, then characters.
+fn fit(sentence: &str, max_tokens: usize) -> Vec<String> {
+    if estimate_tokens(sentence) <= max_tokens {
+        return vec![sentence.to_owned()];
+    }
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    for word in split_keep(sentence, char::is_whitespace) {
+        if estimate_tokens(&word) > max_tokens {
+            for c in word.chars() {
+                if estimate_tokens(&current) + estimate_tokens(c.encode_utf8(&mut [0; 4])) > max_tokens {
+                    parts.push(std::mem::take(&mut current));
+                }
+                current.push(c);
+            }
+            continue;
+        }
+        if estimate_tokens(&current) + estimate_tokens(&word) > max_tokens && !current.is_empty() {
+            parts.push(std::mem::take(&mut current));
+        }
+        current.push_str(&word);
+    }
+    if !current.is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pcm_round_trips_through_base64() {
+        let samples = [0i16, 1, -1, i16::MAX, i16::MIN, 1234];
+        assert_eq!(decode_pcm(&encode_pcm(&samples)).as_deref(), Some(&samples[..]));
+        assert_eq!(decode_pcm("not base64!"), None);
+    }
+
+    #[test]
+    fn heard_text_cuts_at_played_share_on_word_boundary() {
+        let text = "Your order ships on Friday morning.";
+        assert_eq!(heard_text(text, 1000, 1000), text);
+        assert_eq!(heard_text(text, 0, 1000), "");
+        // 50% of 35 chars = 17 -> "Your order ships " is 17 chars; next char 'o' -> cut to last space.
+        assert_eq!(heard_text(text, 500, 1000), "Your order ships");
+        assert_eq!(heard_text(text, 5000, 1000), text);
+    }
+
+    #[test]
+    fn appends_split_under_the_cap_at_sentences() {
+        let sentence = "This is a sentence of about ten tokens long. ";
+        let text = sentence.repeat(100);
+        let pieces = split_for_append(&text, 100);
+        assert!(pieces.len() > 1);
+        for piece in &pieces {
+            assert!(estimate_tokens(piece) <= 100, "{}", estimate_tokens(piece));
+            assert!(piece.ends_with('.'), "split mid-sentence: {piece:?}");
+        }
+        let joined: String = pieces.join(" ");
+        assert_eq!(joined.split_whitespace().count(), text.split_whitespace().count());
+        let cjk = "漢".repeat(1200);
+        let pieces = split_for_append(&cjk, 480);
+        assert_eq!(pieces.len(), 3);
+        assert!(pieces.iter().all(|piece| estimate_tokens(piece) <= 480));
+        assert_eq!(split_for_append("short", 480), vec!["short".to_owned()]);
+    }
+}

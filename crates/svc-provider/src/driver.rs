@@ -1,0 +1,330 @@
+//! The one IO shell: a Tokio task that owns a [`Codec`] and its WebSocket, and talks to the
+//! runtime over bounded channels.
+//!
+//! After every thing that happens (input, frame, close, timer, HTTP progress) the task drains the
+//! codec completely — transmits first, then events — in exactly one place ([`Driver::drain`]).
+//! The task ends when the codec is closed, when the runtime drops its handle (treated as
+//! [`ProviderInput::Close`]) or when the shutdown token fires; every socket and HTTP task it
+//! started ends with it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{ProviderEvent, ProviderInput};
+use crate::codec::{Codec, ConnectFailure, ConnectRequest, HttpEvent, Transmit};
+
+/// Capacity of the runtime → adapter channel (about 1 s of 20 ms audio frames plus commands).
+pub const INPUT_CAPACITY: usize = 64;
+/// Capacity of the adapter → runtime channel.
+pub const EVENT_CAPACITY: usize = 256;
+/// Largest upstream frame accepted (audio deltas are a few KiB; setups echo a few hundred).
+pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
+/// How long one connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Connecting = Pin<Box<dyn Future<Output = Result<Socket, ConnectFailure>> + Send>>;
+
+/// The runtime's side of a running adapter.
+#[derive(Debug)]
+pub struct ProviderSession {
+    /// Send inputs here. Audio is best sent with `try_send` (drop a frame rather than stall the room).
+    pub input: mpsc::Sender<ProviderInput>,
+    /// The one event stream; ends after [`ProviderEvent::Closed`].
+    pub events: mpsc::Receiver<ProviderEvent>,
+    /// The latest native resumption handle (`has_resumption_handle`).
+    pub resumption_handle: watch::Receiver<Option<String>>,
+    /// Cancels the adapter task (it closes the socket and emits `Closed`).
+    pub shutdown: CancellationToken,
+    /// The adapter task.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// TLS client configuration: rustls with the ring provider and the webpki root store.
+pub fn tls_config() -> Arc<rustls::ClientConfig> {
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|builder| builder.with_root_certificates(roots).with_no_client_auth());
+    match config {
+        Ok(config) => Arc::new(config),
+        // The ring provider supports the default versions; keep a working config regardless.
+        Err(_) => Arc::new(
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .map(|builder| {
+                    builder
+                        .with_root_certificates(rustls::RootCertStore {
+                            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+                        })
+                        .with_no_client_auth()
+                })
+                .unwrap_or_else(|_| unreachable!("TLS 1.3 with ring is always available")),
+        ),
+    }
+}
+
+/// Starts the adapter task for `codec` (TLS: [`tls_config`]).
+pub fn spawn(codec: Box<dyn Codec>, shutdown: CancellationToken) -> ProviderSession {
+    spawn_with_tls(codec, tls_config(), shutdown)
+}
+
+/// Starts the adapter task for `codec` with its own TLS client configuration (private roots of
+/// a corporate gateway, or a test's self-signed certificate).
+pub fn spawn_with_tls(
+    codec: Box<dyn Codec>,
+    tls: Arc<rustls::ClientConfig>,
+    shutdown: CancellationToken,
+) -> ProviderSession {
+    let (input_tx, input_rx) = mpsc::channel(INPUT_CAPACITY);
+    let (event_tx, event_rx) = mpsc::channel(EVENT_CAPACITY);
+    let (handle_tx, handle_rx) = watch::channel(None);
+    let driver = Driver {
+        codec,
+        socket: None,
+        connecting: None,
+        input_rx,
+        input_open: true,
+        event_tx,
+        handle_tx,
+        http_tasks: JoinSet::new(),
+        http_tx: None,
+        tls,
+        shutdown: shutdown.clone(),
+    };
+    let task = tokio::spawn(driver.run());
+    ProviderSession { input: input_tx, events: event_rx, resumption_handle: handle_rx, shutdown, task }
+}
+
+struct Driver {
+    codec: Box<dyn Codec>,
+    socket: Option<Socket>,
+    connecting: Option<Connecting>,
+    input_rx: mpsc::Receiver<ProviderInput>,
+    input_open: bool,
+    event_tx: mpsc::Sender<ProviderEvent>,
+    handle_tx: watch::Sender<Option<String>>,
+    http_tasks: JoinSet<()>,
+    http_tx: Option<mpsc::Sender<(u64, HttpEvent)>>,
+    tls: Arc<rustls::ClientConfig>,
+    shutdown: CancellationToken,
+}
+
+impl Driver {
+    /// The codec's clock: Tokio's (so paused-time tests also pause the codec), as std `Instant`.
+    fn now(&self) -> std::time::Instant {
+        Instant::now().into_std()
+    }
+
+    async fn run(mut self) {
+        let (http_tx, mut http_rx) = mpsc::channel::<(u64, HttpEvent)>(64);
+        self.http_tx = Some(http_tx);
+        let mut closing = false;
+        loop {
+            if !self.drain().await && !closing {
+                // Nobody listens any more: close properly (open tool calls answered, socket
+                // closed), dropping the events that follow.
+                closing = true;
+                let now = self.now();
+                self.codec.handle_input(now, ProviderInput::Close);
+                self.drain().await;
+            }
+            if self.codec.is_closed() {
+                break;
+            }
+            let deadline = self.codec.poll_timeout().map(Instant::from_std);
+            tokio::select! {
+                () = self.shutdown.cancelled(), if !closing => {
+                    closing = true;
+                    let now = self.now();
+                    self.codec.handle_input(now, ProviderInput::Close);
+                }
+                result = next_connect(&mut self.connecting) => {
+                    self.connecting = None;
+                    let now = self.now();
+                    match result {
+                        Ok(socket) => {
+                            self.socket = Some(socket);
+                            self.codec.handle_connected(now);
+                        }
+                        Err(failure) => self.codec.handle_connect_failed(now, failure),
+                    }
+                }
+                message = next_message(&mut self.socket) => {
+                    let now = self.now();
+                    match message {
+                        Some(Ok(Message::Text(text))) => self.codec.handle_upstream_message(now, text.as_str()),
+                        Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                        Some(Ok(Message::Close(frame))) => {
+                            self.socket = None;
+                            let (code, reason) = frame.map_or((None, String::new()), |frame| {
+                                (Some(u16::from(frame.code)), frame.reason.to_string())
+                            });
+                            self.codec.handle_upstream_closed(now, code, &reason);
+                        }
+                        Some(Err(error)) => {
+                            self.socket = None;
+                            self.codec.handle_upstream_closed(now, Some(1006), &error.to_string());
+                        }
+                        None => {
+                            self.socket = None;
+                            self.codec.handle_upstream_closed(now, Some(1006), "connection ended");
+                        }
+                    }
+                }
+                input = self.input_rx.recv(), if self.input_open => {
+                    let now = self.now();
+                    match input {
+                        Some(input) => self.codec.handle_input(now, input),
+                        None => {
+                            // The runtime is gone: close like it asked to.
+                            self.input_open = false;
+                            self.codec.handle_input(now, ProviderInput::Close);
+                        }
+                    }
+                }
+                Some((id, event)) = http_rx.recv() => {
+                    let now = self.now();
+                    self.codec.handle_http(now, id, event);
+                }
+                () = sleep_until(deadline) => {
+                    let now = self.now();
+                    self.codec.handle_timeout(now);
+                }
+            }
+        }
+        if let Some(mut socket) = self.socket.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
+        }
+        self.http_tasks.shutdown().await;
+    }
+
+    /// Drains every transmit and event; `false` when the runtime stopped listening (events are
+    /// then discarded).
+    async fn drain(&mut self) -> bool {
+        while let Some(transmit) = self.codec.poll_transmit() {
+            match transmit {
+                Transmit::Text(text) => {
+                    let failed = match self.socket.as_mut() {
+                        Some(socket) => socket.send(Message::text(text)).await.err(),
+                        // Not connected: the codec only sends when ready, so this is a frame
+                        // racing a drop; the close below tells the codec.
+                        None => None,
+                    };
+                    if let Some(error) = failed {
+                        self.socket = None;
+                        let now = self.now();
+                        self.codec.handle_upstream_closed(now, Some(1006), &error.to_string());
+                    }
+                }
+                Transmit::Connect(request) => {
+                    // Close the old socket first: Gemini refuses a resume while it is open (§2.2).
+                    if let Some(mut old) = self.socket.take() {
+                        let _ = tokio::time::timeout(Duration::from_secs(2), old.close(None)).await;
+                    }
+                    self.connecting = Some(Box::pin(open(request, self.tls.clone())));
+                }
+                Transmit::Close => {
+                    self.connecting = None;
+                    if let Some(mut socket) = self.socket.take() {
+                        let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
+                    }
+                }
+                Transmit::Http(request) => {
+                    if let Some(tx) = self.http_tx.clone() {
+                        let tls = self.tls.clone();
+                        self.http_tasks.spawn(crate::http::post(request, tls, tx));
+                    }
+                }
+            }
+        }
+        if let Some(handle) = self.codec.resumption_handle()
+            && self.handle_tx.borrow().as_deref() != Some(handle)
+        {
+            let handle = handle.to_owned();
+            self.handle_tx.send_replace(Some(handle));
+        }
+        let mut listening = !self.event_tx.is_closed();
+        while let Some(event) = self.codec.poll_event() {
+            if listening && self.event_tx.send(event).await.is_err() {
+                listening = false;
+            }
+        }
+        listening
+    }
+}
+
+async fn next_connect(connecting: &mut Option<Connecting>) -> Result<Socket, ConnectFailure> {
+    match connecting.as_mut() {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_message(socket: &mut Option<Socket>) -> Option<Result<Message, tungstenite::Error>> {
+    match socket.as_mut() {
+        Some(socket) => socket.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Opens one WebSocket (HTTP/1.1 upgrade; rustls for `wss`).
+async fn open(request: ConnectRequest, tls: Arc<rustls::ClientConfig>) -> Result<Socket, ConnectFailure> {
+    let failure = |message: String| ConnectFailure { status: None, message };
+    let mut http = request.url.as_str().into_client_request().map_err(|error| failure(error.to_string()))?;
+    for (name, value) in &request.headers {
+        let name = tungstenite::http::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|error| failure(error.to_string()))?;
+        let value = HeaderValue::from_str(value).map_err(|error| failure(error.to_string()))?;
+        http.headers_mut().insert(name, value);
+    }
+    let config = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE_BYTES));
+    let connect =
+        tokio_tungstenite::connect_async_tls_with_config(http, Some(config), true, Some(Connector::Rustls(tls)));
+    match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+        Err(_) => Err(failure(format!("timed out after {} s", CONNECT_TIMEOUT.as_secs()))),
+        Ok(Ok((socket, _response))) => Ok(socket),
+        Ok(Err(tungstenite::Error::Http(response))) => {
+            let status = response.status().as_u16();
+            let body =
+                response.body().as_ref().map(|body| String::from_utf8_lossy(body).into_owned()).unwrap_or_default();
+            Err(ConnectFailure { status: Some(status), message: format!("HTTP {status} {}", body.trim()) })
+        }
+        Ok(Err(error)) => Err(failure(error.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_uses_the_webpki_roots_with_ring() {
+        let config = tls_config();
+        assert!(config.alpn_protocols.is_empty(), "plain HTTP/1.1 upgrade (xAI refuses HTTP/2)");
+        assert!(webpki_roots::TLS_SERVER_ROOTS.len() > 100);
+        assert!(config.crypto_provider().cipher_suites.iter().any(|suite| suite.version() == &rustls::version::TLS13));
+    }
+}

@@ -1,0 +1,163 @@
+//! The one outbound HTTP call of the adapters: a JSON POST whose response may be a stream of
+//! server-sent events (the Responses API with `stream: true`, used by GPT-Live `svc`
+//! delegation). HTTP/1.1 over TCP, rustls for `https`. Progress goes back to the codec as
+//! [`HttpEvent`]s through the driver's bounded channel.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::codec::{HttpEvent, HttpRequest};
+
+/// Longest response body accepted.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+/// Longest a request may take, start to end.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Performs `request`, reporting on `tx` (always ending with `Done` or `Failed`).
+pub async fn post(request: HttpRequest, tls: Arc<rustls::ClientConfig>, tx: mpsc::Sender<(u64, HttpEvent)>) {
+    let id = request.id;
+    let outcome = tokio::time::timeout(REQUEST_TIMEOUT, run(request, tls, &tx)).await;
+    let last = match outcome {
+        Ok(Ok(())) => HttpEvent::Done,
+        Ok(Err(message)) => HttpEvent::Failed(message),
+        Err(_) => HttpEvent::Failed("timed out".to_owned()),
+    };
+    let _ = tx.send((id, last)).await;
+}
+
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
+
+async fn run(
+    request: HttpRequest,
+    tls: Arc<rustls::ClientConfig>,
+    tx: &mpsc::Sender<(u64, HttpEvent)>,
+) -> Result<(), String> {
+    let url = Url::parse(&request.url).map_err(|error| error.to_string())?;
+    let host = url.host_str().ok_or("URL without host")?.to_owned();
+    let port = url.port_or_known_default().ok_or("URL without port")?;
+    let tcp = TcpStream::connect((host.as_str(), port)).await.map_err(|error| error.to_string())?;
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Io> = if url.scheme() == "https" {
+        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|error| error.to_string())?;
+        let connector = tokio_rustls::TlsConnector::from(tls);
+        Box::new(connector.connect(name, tcp).await.map_err(|error| error.to_string())?)
+    } else {
+        Box::new(tcp)
+    };
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|error| error.to_string())?;
+    let driver = tokio::spawn(connection);
+    let path = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let authority = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.clone(),
+    };
+    let mut builder = hyper::Request::post(path)
+        .header("host", authority)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream");
+    for (name, value) in &request.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let http_request = builder.body(Full::new(Bytes::from(request.body))).map_err(|error| error.to_string())?;
+    let response = sender.send_request(http_request).await.map_err(|error| error.to_string())?;
+    let status = response.status().as_u16();
+    let _ = tx.send((request.id, HttpEvent::Status(status))).await;
+    let streaming = response
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    let mut body = response.into_body();
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| error.to_string())?;
+        let Ok(data) = frame.into_data() else { continue };
+        total += data.len();
+        if total > MAX_BODY_BYTES {
+            return Err("response too large".to_owned());
+        }
+        buffer.extend_from_slice(&data);
+        if streaming {
+            for event in take_events(&mut buffer) {
+                let _ = tx.send((request.id, HttpEvent::Data(event))).await;
+            }
+        }
+    }
+    if streaming {
+        buffer.extend_from_slice(b"\n\n");
+        for event in take_events(&mut buffer) {
+            let _ = tx.send((request.id, HttpEvent::Data(event))).await;
+        }
+    } else if !buffer.is_empty() {
+        let _ = tx.send((request.id, HttpEvent::Data(String::from_utf8_lossy(&buffer).into_owned()))).await;
+    }
+    driver.abort();
+    Ok(())
+}
+
+/// Removes every complete server-sent event from `buffer`, returning the joined `data:` lines of
+/// each (events without data, and `[DONE]`, are skipped).
+pub fn take_events(buffer: &mut Vec<u8>) -> Vec<String> {
+    let mut events = Vec::new();
+    // Work on bytes: a chunk may end inside a multi-byte character, which must not be decoded yet.
+    while let Some((end, separator)) = find_blank_line(buffer) {
+        let block = String::from_utf8_lossy(&buffer[..end]).replace("\r\n", "\n");
+        let data: Vec<&str> = block
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|line| line.strip_prefix(' ').unwrap_or(line))
+            .collect();
+        if !data.is_empty() {
+            let joined = data.join("\n");
+            if joined != "[DONE]" {
+                events.push(joined);
+            }
+        }
+        buffer.drain(..end + separator);
+    }
+    events
+}
+
+/// Position and length of the first blank line (`\n\n` or `\r\n\r\n`).
+fn find_blank_line(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_sent_events_split_across_chunks() {
+        let mut buffer = b"event: response.created\ndata: {\"a\":1}\n\ndata: {\"b\"".to_vec();
+        assert_eq!(take_events(&mut buffer), vec!["{\"a\":1}".to_owned()]);
+        buffer.extend_from_slice(b":2}\r\n\r\ndata: [DONE]\n\n");
+        assert_eq!(take_events(&mut buffer), vec!["{\"b\":2}".to_owned()]);
+        assert!(buffer.is_empty());
+        // A character split across chunks survives.
+        let text = "data: {\"d\":\"caf\u{e9}\"}\n\n".as_bytes().to_vec();
+        let split = text.len() - 5;
+        let mut buffer = text[..split].to_vec();
+        assert!(take_events(&mut buffer).is_empty());
+        buffer.extend_from_slice(&text[split..]);
+        assert_eq!(take_events(&mut buffer), vec!["{\"d\":\"caf\u{e9}\"}".to_owned()]);
+    }
+}

@@ -1,0 +1,1013 @@
+//! OpenAI Realtime (provider_b, provider_b_mini) and xAI Grok voice (provider_c): one sans-IO
+//! codec for the OpenAI-compatible realtime protocol, with a [`Dialect`] for xAI's differences
+//! (providers.md §3 and §5).
+//!
+//! What this codec guarantees, whatever the upstream does:
+//! - every `response.create` goes through one sequencer: sent only while no response is active
+//!   or requested, re-queued if the upstream still answers `conversation_already_has_active_response`;
+//! - every tool call is answered upstream exactly once (blocking calls by the runtime's result,
+//!   non-blocking ones at once with a "started" output, open calls at close by an error output);
+//! - truncation on barge-in is clamped to the audio received for the item and skipped when none;
+//! - the hard session cap (OpenAI 60 min, xAI 120 min) is met by rotating early, at a quiet
+//!   moment, onto a fresh upstream session reseeded from the transcript.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use svc_domain::model::{Knobs, ProviderBTurnDetection, ProviderCKnobs};
+use svc_domain::session_config::InterruptionSensitivity;
+
+use crate::api::{
+    ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, ToolDecl,
+};
+use crate::codec::{Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, decode_pcm, encode_pcm, heard_text};
+use crate::usage;
+
+/// Both directions run at 24 kHz PCM16.
+pub const RATE_HZ: u32 = 24_000;
+/// Input transcription model for OpenAI sessions.
+pub const OPENAI_TRANSCRIBE_MODEL: &str = "gpt-4o-mini-transcribe";
+/// Input transcription model for xAI sessions.
+pub const XAI_TRANSCRIBE_MODEL: &str = "grok-transcribe";
+
+/// Error codes after which the session cannot continue (providers.md §1.5).
+const FATAL_CODES: [&str; 8] = [
+    "invalid_api_key",
+    "insufficient_quota",
+    "billing_hard_limit_reached",
+    "credit_balance_exhausted",
+    "account_deactivated",
+    "forbidden",
+    "model_not_found",
+    "unauthorized",
+];
+
+/// Which flavour of the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI Realtime GA.
+    OpenAi,
+    /// xAI Grok voice: `voice`/`turn_detection` at the top of `session`, cumulative user
+    /// transcripts, `force_message` greetings, usage sometimes at top level.
+    Xai,
+}
+
+/// The `session.update` for `setup` (the exact mapping of every knob, §3.2–3.3 and §5.2).
+pub fn session_update(setup: &SessionSetup, dialect: Dialect, instructions: &str) -> Value {
+    match dialect {
+        Dialect::OpenAi => openai_session(setup, instructions),
+        Dialect::Xai => xai_session(setup, instructions),
+    }
+}
+
+fn tools_json(tools: &[ToolDecl]) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            json!({"type": "function", "name": tool.name, "description": tool.description, "parameters": tool.parameters})
+        })
+        .collect()
+}
+
+/// server_vad threshold for an interruption sensitivity (providers.md §1.4 proposal); the
+/// provider default when the agent keeps the default.
+fn vad_threshold(sensitivity: InterruptionSensitivity) -> Option<f64> {
+    match sensitivity {
+        InterruptionSensitivity::Low => Some(0.7),
+        InterruptionSensitivity::Default => None,
+        InterruptionSensitivity::High => Some(0.35),
+    }
+}
+
+fn openai_session(setup: &SessionSetup, instructions: &str) -> Value {
+    let detection = match &setup.model.knobs {
+        Knobs::ProviderB(knobs) | Knobs::ProviderBMini(knobs) => knobs.turn_detection.clone(),
+        _ => ProviderBTurnDetection::SemanticVad { eagerness: svc_domain::model::Eagerness::Auto },
+    };
+    let turn_detection = match detection {
+        ProviderBTurnDetection::ServerVad { silence_duration_ms, prefix_padding_ms } => {
+            let mut vad = json!({"type": "server_vad"});
+            if let Some(threshold) = vad_threshold(setup.interruption_sensitivity) {
+                vad["threshold"] = json!(threshold);
+            }
+            if let Some(ms) = prefix_padding_ms {
+                vad["prefix_padding_ms"] = json!(ms);
+            }
+            if let Some(ms) = silence_duration_ms {
+                vad["silence_duration_ms"] = json!(ms);
+            }
+            vad["create_response"] = json!(true);
+            vad["interrupt_response"] = json!(true);
+            vad
+        }
+        ProviderBTurnDetection::SemanticVad { eagerness } => json!({
+            "type": "semantic_vad", "eagerness": eagerness.as_str(),
+            "create_response": true, "interrupt_response": true,
+        }),
+    };
+    let mut audio = json!({
+        "input": {
+            "format": {"type": "audio/pcm", "rate": RATE_HZ},
+            "transcription": {"model": OPENAI_TRANSCRIBE_MODEL},
+            "turn_detection": turn_detection,
+        }
+    });
+    if !setup.text_only {
+        audio["output"] = json!({"format": {"type": "audio/pcm", "rate": RATE_HZ}, "voice": setup.voice});
+    }
+    let mut session = json!({
+        "type": "realtime",
+        "model": setup.model.model_id,
+        "instructions": instructions,
+        "output_modalities": [if setup.text_only { "text" } else { "audio" }],
+        "audio": audio,
+    });
+    if !setup.tools.is_empty() {
+        session["tools"] = json!(tools_json(&setup.tools));
+        session["tool_choice"] = json!("auto");
+    }
+    json!({"type": "session.update", "session": session})
+}
+
+fn xai_session(setup: &SessionSetup, instructions: &str) -> Value {
+    let knobs = match &setup.model.knobs {
+        Knobs::ProviderC(knobs) => knobs.clone(),
+        _ => ProviderCKnobs {
+            turn_detection: svc_domain::model::TurnDetection::ServerVad,
+            silence_duration_ms: None,
+            prefix_padding_ms: None,
+            reasoning_effort: svc_domain::model::ProviderCReasoningEffort::High,
+            speed: None,
+            idle_timeout_ms: None,
+        },
+    };
+    // Always send turn_detection: without it xAI suppresses speech events (§5.2).
+    let mut vad = json!({"type": "server_vad"});
+    if let Some(threshold) = vad_threshold(setup.interruption_sensitivity) {
+        vad["threshold"] = json!(threshold);
+    }
+    if let Some(ms) = knobs.silence_duration_ms {
+        vad["silence_duration_ms"] = json!(ms);
+    }
+    if let Some(ms) = knobs.prefix_padding_ms {
+        vad["prefix_padding_ms"] = json!(ms);
+    }
+    if let Some(ms) = knobs.idle_timeout_ms {
+        vad["idle_timeout_ms"] = json!(ms);
+    }
+    let mut output = json!({"format": {"type": "audio/pcm", "rate": RATE_HZ}});
+    if let Some(speed) = knobs.speed {
+        output["speed"] = json!(speed);
+    }
+    let mut session = json!({
+        "instructions": instructions,
+        "voice": setup.voice,
+        "turn_detection": vad,
+        "reasoning": {"effort": knobs.reasoning_effort.as_str()},
+        "audio": {
+            "input": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "transcription": {"model": XAI_TRANSCRIBE_MODEL}},
+            "output": output,
+        },
+    });
+    if !setup.tools.is_empty() {
+        session["tools"] = json!(tools_json(&setup.tools));
+    }
+    json!({"type": "session.update", "session": session})
+}
+
+/// A requested `response.create`.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct ResponseRequest {
+    /// Per-response instructions (greetings).
+    instructions: Option<String>,
+}
+
+/// One tool call the upstream made and that is not settled yet.
+#[derive(Debug, Clone)]
+struct Call {
+    name: String,
+    /// Non-blocking: answered upstream at once; the runtime's result arrives later.
+    background: bool,
+    /// The upstream has its `function_call_output`.
+    answered_upstream: bool,
+}
+
+/// The assistant audio item currently playing (for truncation and the heard transcript).
+#[derive(Debug, Clone, Default)]
+struct AssistantItem {
+    id: String,
+    samples: u64,
+    transcript: String,
+    started_ms: u64,
+    /// The final transcript went out.
+    final_emitted: bool,
+    /// Cut off by a barge-in: later audio and transcript of the item are dropped.
+    truncated: bool,
+}
+
+/// The OpenAI-compatible realtime codec.
+#[derive(Debug)]
+pub struct RealtimeCodec {
+    core: Core,
+    setup: SessionSetup,
+    dialect: Dialect,
+    connect: ConnectRequest,
+    /// The current upstream session became ready at.
+    upstream_ready_at: Option<Instant>,
+    /// Rotation is due since.
+    rotation_due_since: Option<Instant>,
+    /// A replacement upstream session is being set up.
+    rotating: bool,
+    greeted: bool,
+    response_active: bool,
+    response_started_ms: u64,
+    /// `event_id` of our `response.create` not yet answered by `response.created`.
+    create_in_flight: Option<String>,
+    /// Our `response.create`s by event id (to re-queue one the upstream refuses).
+    sent_creates: HashMap<String, ResponseRequest>,
+    create_queued: Option<ResponseRequest>,
+    cancel_sent: bool,
+    assistant: Option<AssistantItem>,
+    user_speaking: bool,
+    /// User item id → speech start (ms since origin) and accumulated transcript.
+    user_items: HashMap<String, (u64, String)>,
+    last_speech_started_ms: u64,
+    last_audio_out: Option<Instant>,
+    calls: BTreeMap<String, Call>,
+    /// A blocking output or a "started" output was sent: one `response.create` once all are answered.
+    followup_needed: bool,
+    event_seq: u64,
+    muted: bool,
+}
+
+impl RealtimeCodec {
+    /// A codec for `setup`, connecting with `connect` (see [`crate::endpoint`]).
+    pub fn new(setup: SessionSetup, dialect: Dialect, connect: ConnectRequest) -> RealtimeCodec {
+        let mut core = Core::new(RATE_HZ, setup.limits.reconnect_audio_ms, setup.limits.reconnect_budget);
+        for turn in &setup.history {
+            core.record_turn(0, turn.role, &turn.text);
+        }
+        core.transmit(Transmit::Connect(connect.clone()));
+        RealtimeCodec {
+            core,
+            setup,
+            dialect,
+            connect,
+            upstream_ready_at: None,
+            rotation_due_since: None,
+            rotating: false,
+            greeted: false,
+            response_active: false,
+            response_started_ms: 0,
+            create_in_flight: None,
+            sent_creates: HashMap::new(),
+            create_queued: None,
+            cancel_sent: false,
+            assistant: None,
+            user_speaking: false,
+            user_items: HashMap::new(),
+            last_speech_started_ms: 0,
+            last_audio_out: None,
+            calls: BTreeMap::new(),
+            followup_needed: false,
+            event_seq: 0,
+            muted: false,
+        }
+    }
+
+    fn next_event_id(&mut self, kind: &str) -> String {
+        self.event_seq += 1;
+        format!("svc_{kind}_{}", self.event_seq)
+    }
+
+    fn instructions(&self) -> String {
+        let prompt = self.setup.system_prompt();
+        // xAI bills every conversation item, so reseeding goes into the instructions (§5.1).
+        if self.dialect == Dialect::Xai {
+            let history = self.core.history_text();
+            if !history.is_empty() {
+                return format!("{prompt}\n\n{}", reseed_preamble(&history));
+            }
+        }
+        prompt
+    }
+
+    // ---- response sequencer -------------------------------------------------------------
+
+    fn request_response(&mut self, request: ResponseRequest) {
+        let merged = match self.create_queued.take() {
+            Some(queued) => ResponseRequest { instructions: request.instructions.or(queued.instructions) },
+            None => request,
+        };
+        self.create_queued = Some(merged);
+        self.pump_responses();
+    }
+
+    fn pump_responses(&mut self) {
+        if self.core.link != Link::Ready
+            || self.response_active
+            || self.create_in_flight.is_some()
+            || self.user_speaking
+            || self.calls.values().any(|call| !call.answered_upstream)
+        {
+            return;
+        }
+        let Some(request) = self.create_queued.take() else { return };
+        let event_id = self.next_event_id("response");
+        let mut frame = json!({"type": "response.create", "event_id": event_id});
+        if let Some(instructions) = &request.instructions {
+            frame["response"] = json!({"instructions": instructions});
+        }
+        self.core.send_json(&frame);
+        self.sent_creates.insert(event_id.clone(), request);
+        self.create_in_flight = Some(event_id);
+    }
+
+    // ---- input ------------------------------------------------------------------------------
+
+    fn send_audio(&mut self, pcm: &[i16]) {
+        if self.muted {
+            return;
+        }
+        if self.core.link == Link::Ready {
+            let resampled = self.core.resample(pcm);
+            if resampled.is_empty() {
+                return;
+            }
+            let frame = audio_frame(resampled);
+            self.core.send(frame);
+        } else {
+            let resampled = self.core.resample(pcm).to_vec();
+            self.core.buffer_audio(&resampled);
+        }
+    }
+
+    fn add_item(&mut self, item: Value) {
+        self.core.send_when_ready(json!({"type": "conversation.item.create", "item": item}).to_string());
+    }
+
+    fn handle_tool_result(&mut self, call_id: &str, output: &Value, is_error: bool, scheduling: Option<Scheduling>) {
+        let Some(call) = self.calls.get(call_id).cloned() else {
+            self.core.error(false, "unknown_tool_call", format!("no open tool call {call_id}; result dropped"));
+            return;
+        };
+        let text = output_text(output, is_error);
+        if call.background {
+            // Answered upstream already ("started"): inject the result as context, per scheduling.
+            self.calls.remove(call_id);
+            let scheduling = scheduling.or(self.setup.tool_policy.of(&call.name).scheduling).unwrap_or_default();
+            self.add_item(json!({
+                "type": "message", "role": "system",
+                "content": [{"type": "input_text", "text": format!("Result of background tool {} (call {call_id}): {text}", call.name)}],
+            }));
+            match scheduling {
+                Scheduling::Silent => {}
+                Scheduling::WhenIdle => self.request_response(ResponseRequest::default()),
+                Scheduling::Interrupt => {
+                    if self.response_active && !self.cancel_sent {
+                        self.core.send_json(&json!({"type": "response.cancel"}));
+                        self.cancel_sent = true;
+                    }
+                    self.request_response(ResponseRequest::default());
+                }
+            }
+            return;
+        }
+        self.calls.remove(call_id);
+        self.add_item(json!({"type": "function_call_output", "call_id": call_id, "output": text}));
+        self.followup_needed = true;
+        self.maybe_follow_up();
+    }
+
+    /// One `response.create` after every output of the turn is in (parallel calls).
+    fn maybe_follow_up(&mut self) {
+        if self.followup_needed && self.calls.values().all(|call| call.answered_upstream) && !self.response_active {
+            self.followup_needed = false;
+            self.request_response(ResponseRequest::default());
+        }
+    }
+
+    fn barge_in(&mut self, played_ms: u64) {
+        if self.response_active && !self.cancel_sent {
+            self.core.send_json(&json!({"type": "response.cancel"}));
+            self.cancel_sent = true;
+        }
+        let Some(item) = self.assistant.as_mut() else { return };
+        if item.truncated {
+            return;
+        }
+        item.truncated = true;
+        let received_ms = item.samples * 1000 / u64::from(RATE_HZ);
+        let end_ms = played_ms.min(received_ms);
+        let heard = heard_text(&item.transcript, end_ms, received_ms);
+        let (id, started_ms, final_emitted) = (item.id.clone(), item.started_ms, item.final_emitted);
+        item.final_emitted = true;
+        // Clamp to audio received; skip when none ("Only model output audio messages can be truncated").
+        if received_ms > 0 && !id.is_empty() {
+            self.core.send_json(&json!({
+                "type": "conversation.item.truncate", "item_id": id, "content_index": 0, "audio_end_ms": end_ms,
+            }));
+        }
+        if final_emitted {
+            self.core.emit(ProviderEvent::AssistantTruncated { heard: heard.clone() });
+        } else {
+            self.emit_assistant_final(&heard);
+        }
+        self.core.replace_turn(started_ms, Role::Assistant, &heard);
+    }
+
+    fn emit_assistant_final(&mut self, text: &str) {
+        if self.setup.text_only {
+            self.core.emit(ProviderEvent::ModelText { text: text.to_owned(), is_final: true, thought: false });
+        } else {
+            self.core.emit(ProviderEvent::AssistantTranscript { text: text.to_owned(), is_final: true });
+        }
+    }
+
+    fn close(&mut self) {
+        if self.core.link == Link::Closed {
+            return;
+        }
+        self.core.set_closing();
+        let open: Vec<String> =
+            self.calls.iter().filter(|(_, call)| !call.answered_upstream).map(|(id, _)| id.clone()).collect();
+        if self.core.link == Link::Ready {
+            for call_id in &open {
+                self.add_item(json!({"type": "function_call_output", "call_id": call_id,
+                    "output": "{\"error\":\"the session ended before the tool finished\"}"}));
+            }
+        }
+        let pending: Vec<String> = self.calls.keys().cloned().collect();
+        self.calls.clear();
+        if !pending.is_empty() {
+            self.core.emit(ProviderEvent::ToolCallsCancelled { call_ids: pending });
+        }
+        self.core.shut("closed by svc");
+    }
+
+    // ---- rotation ----------------------------------------------------------------------------
+
+    fn quiet(&self, now: Instant) -> bool {
+        !self.response_active
+            && self.create_in_flight.is_none()
+            && !self.user_speaking
+            && self.calls.values().all(|call| call.answered_upstream)
+            && self.last_audio_out.is_none_or(|at| now.saturating_duration_since(at) >= self.setup.limits.quiet_gap)
+    }
+
+    fn maybe_rotate(&mut self, now: Instant) {
+        if self.core.link != Link::Ready || self.core.closing() {
+            return;
+        }
+        let Some(ready_at) = self.upstream_ready_at else { return };
+        if now < ready_at + self.setup.limits.rotate_after {
+            return;
+        }
+        let due_since = *self.rotation_due_since.get_or_insert(now);
+        if self.quiet(now) || now >= due_since + self.setup.limits.quiet_wait_max {
+            self.start_rotation(None);
+        }
+    }
+
+    /// Replaces the upstream session: emit `reconnecting`, open a new socket, reseed on ready.
+    fn start_rotation(&mut self, seconds_remaining: Option<f64>) {
+        self.core.emit(ProviderEvent::Reconnecting { seconds_remaining });
+        self.rotating = true;
+        self.rotation_due_since = None;
+        self.upstream_ready_at = None;
+        self.reset_upstream_state();
+        self.core.link = Link::Connecting;
+        self.core.transmit(Transmit::Connect(self.connect.clone()));
+    }
+
+    /// Forget what belonged to the old upstream session.
+    fn reset_upstream_state(&mut self) {
+        self.response_active = false;
+        self.create_in_flight = None;
+        self.sent_creates.clear();
+        self.cancel_sent = false;
+        self.user_speaking = false;
+        self.followup_needed = false;
+        let lost: Vec<String> =
+            self.calls.iter().filter(|(_, call)| !call.answered_upstream).map(|(id, _)| id.clone()).collect();
+        self.calls.retain(|_, call| call.answered_upstream);
+        if !lost.is_empty() {
+            self.core.emit(ProviderEvent::ToolCallsCancelled { call_ids: lost });
+        }
+        if let Some(item) = self.assistant.take()
+            && !item.final_emitted
+            && !item.transcript.is_empty()
+        {
+            self.core.record_turn(item.started_ms, Role::Assistant, &item.transcript);
+        }
+    }
+
+    // ---- upstream events ---------------------------------------------------------------------
+
+    fn on_session_created(&mut self, event: &Value) {
+        if self.dialect == Dialect::Xai {
+            // xAI silently falls back on unknown model ids: compare the echo (§5.1).
+            if let Some(model) = event.pointer("/session/model").and_then(Value::as_str)
+                && model != self.setup.model.model_id
+            {
+                self.core.error(
+                    false,
+                    "model_mismatch",
+                    format!("asked for {} but the upstream runs {model}", self.setup.model.model_id),
+                );
+            }
+        }
+        let instructions = self.instructions();
+        let update = session_update(&self.setup, self.dialect, &instructions);
+        self.core.send_json(&update);
+        self.core.link = Link::Configuring;
+    }
+
+    fn on_session_updated(&mut self, now: Instant, event: &Value) {
+        if self.core.link != Link::Configuring {
+            return;
+        }
+        let reseeding = self.core.was_ready;
+        self.core.mark_ready();
+        if self.dialect == Dialect::OpenAi {
+            let history = self.core.history_text();
+            if !history.is_empty() {
+                // One system message, not assistant-role items (those push the model to text, §3.1).
+                self.add_item(json!({"type": "message", "role": "system",
+                    "content": [{"type": "input_text", "text": reseed_preamble(&history)}]}));
+            }
+        }
+        for frame in self.core.take_pending() {
+            self.core.send(frame);
+        }
+        self.upstream_ready_at = Some(now);
+        if reseeding {
+            self.rotating = false;
+            self.core.emit(ProviderEvent::Reconnected { resumed: false });
+        } else {
+            self.core.was_ready = true;
+            let id = event.pointer("/session/id").and_then(Value::as_str).map(str::to_owned);
+            self.core.emit(ProviderEvent::Ready { upstream_session_id: id });
+        }
+        for chunk in self.core.take_buffered_audio(RATE_HZ as usize / 10) {
+            self.core.send(audio_frame(&chunk));
+        }
+        if !self.greeted {
+            self.greeted = true;
+            // A session resumed from a transcript does not greet again.
+            if self.setup.history.is_empty()
+                && let Some(greeting) = self.setup.greeting.clone()
+            {
+                self.greet(&greeting);
+            }
+        }
+        self.pump_responses();
+    }
+
+    fn greet(&mut self, greeting: &str) {
+        match self.dialect {
+            // Verbatim TTS with the full response lifecycle, no response.create (§5.2).
+            Dialect::Xai => self.add_item(json!({"type": "force_message", "role": "assistant",
+                "content": [{"type": "output_text", "text": greeting}], "interruptible": true})),
+            Dialect::OpenAi => self.request_response(ResponseRequest {
+                instructions: Some(format!("Say exactly this greeting to the user, then wait: {greeting}")),
+            }),
+        }
+    }
+
+    fn on_error(&mut self, event: &Value) {
+        let error = event.get("error").unwrap_or(event);
+        let code = error.get("code").and_then(Value::as_str).unwrap_or("").to_owned();
+        let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
+        let message = error.get("message").and_then(Value::as_str).unwrap_or("upstream error").to_owned();
+        if code == "conversation_already_has_active_response" {
+            // Our create raced an automatic one: re-queue it, it goes out after response.done.
+            let event_id = error.get("event_id").and_then(Value::as_str).unwrap_or("");
+            let request = self.sent_creates.remove(event_id).unwrap_or_default();
+            if self.create_in_flight.as_deref() == Some(event_id) || self.create_in_flight.is_some() {
+                self.create_in_flight = None;
+            }
+            self.response_active = true;
+            self.create_queued = Some(request);
+            return;
+        }
+        if code == "session_expired" {
+            self.start_rotation(Some(0.0));
+            return;
+        }
+        let fatal = FATAL_CODES.contains(&code.as_str())
+            || matches!(kind, "authentication_error" | "permission_error" | "insufficient_quota");
+        if !fatal
+            && let Some(event_id) = error.get("event_id").and_then(Value::as_str)
+            && self.create_in_flight.as_deref() == Some(event_id)
+        {
+            self.create_in_flight = None;
+            self.pump_responses();
+        }
+        let code = if code.is_empty() { kind.to_owned() } else { code };
+        self.core.error(fatal, code, message);
+    }
+
+    fn on_speech_started(&mut self, now: Instant, event: &Value) {
+        let started_ms = self.core.ms(now);
+        self.user_speaking = true;
+        self.last_speech_started_ms = started_ms;
+        if let Some(id) = event.get("item_id").and_then(Value::as_str) {
+            self.user_items.insert(id.to_owned(), (started_ms, String::new()));
+        }
+        self.core.emit(ProviderEvent::UserSpeechStarted);
+        // Our detector config sets `interrupt_response`: the server cancels the active response
+        // itself, so a barge-in only needs to truncate.
+        if self.response_active {
+            self.cancel_sent = true;
+        }
+        if self.assistant.as_ref().is_some_and(|item| !item.truncated && item.samples > 0) {
+            self.core.emit(ProviderEvent::Interrupted);
+        }
+    }
+
+    fn user_item_start(&mut self, event: &Value) -> u64 {
+        let id = event.get("item_id").and_then(Value::as_str).unwrap_or("");
+        match self.user_items.get(id) {
+            Some((ms, _)) => *ms,
+            None => self.last_speech_started_ms,
+        }
+    }
+
+    fn on_user_transcript(&mut self, kind: &str, event: &Value) {
+        let speech_started_ms = self.user_item_start(event);
+        let id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+        match kind {
+            "delta" => {
+                let delta = event.get("delta").and_then(Value::as_str).unwrap_or("");
+                if delta.is_empty() {
+                    return;
+                }
+                if let Some((_, text)) = self.user_items.get_mut(&id) {
+                    text.push_str(delta);
+                }
+                self.core.emit(ProviderEvent::UserTranscript {
+                    text: delta.to_owned(),
+                    is_final: false,
+                    speech_started_ms,
+                });
+            }
+            "updated" => {
+                // xAI: cumulative and may revise — emit only what extends the previous text.
+                let full = event.get("transcript").and_then(Value::as_str).unwrap_or("");
+                let entry = self.user_items.entry(id).or_insert((speech_started_ms, String::new()));
+                let previous = std::mem::replace(&mut entry.1, full.to_owned());
+                if let Some(extension) = full.strip_prefix(previous.as_str())
+                    && !extension.is_empty()
+                {
+                    self.core.emit(ProviderEvent::UserTranscript {
+                        text: extension.to_owned(),
+                        is_final: false,
+                        speech_started_ms,
+                    });
+                }
+            }
+            _ => {
+                let text = event.get("transcript").and_then(Value::as_str).unwrap_or("").to_owned();
+                self.user_items.remove(&id);
+                self.core.emit(ProviderEvent::UserTranscript { text: text.clone(), is_final: true, speech_started_ms });
+                self.core.record_turn(speech_started_ms, Role::User, &text);
+            }
+        }
+    }
+
+    fn on_audio_delta(&mut self, now: Instant, event: &Value) {
+        let Some(pcm) = event.get("delta").and_then(Value::as_str).and_then(decode_pcm) else {
+            self.core.error(false, "bad_audio", "undecodable audio delta");
+            return;
+        };
+        let item_id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+        self.ensure_item(&item_id);
+        if let Some(item) = self.assistant.as_mut() {
+            item.samples += pcm.len() as u64;
+            if item.truncated {
+                // Audio of an item the user already cut off: never play it.
+                return;
+            }
+        }
+        self.last_audio_out = Some(now);
+        if !self.setup.text_only {
+            self.core.emit(ProviderEvent::AssistantAudio { pcm, sample_rate: RATE_HZ });
+        }
+    }
+
+    fn ensure_item(&mut self, item_id: &str) {
+        if self.assistant.as_ref().is_none_or(|item| item.id != item_id) {
+            self.assistant = Some(AssistantItem {
+                id: item_id.to_owned(),
+                started_ms: self.response_started_ms,
+                ..AssistantItem::default()
+            });
+        }
+    }
+
+    fn on_response_done(&mut self, event: &Value) {
+        let response = event.get("response").unwrap_or(&Value::Null);
+        let status = match response.get("status").and_then(Value::as_str) {
+            Some("cancelled") => ResponseStatus::Cancelled,
+            Some("incomplete") => ResponseStatus::Incomplete,
+            Some("failed") => ResponseStatus::Failed,
+            _ => ResponseStatus::Completed,
+        };
+        // xAI sometimes puts usage at the top level, and often leaves it empty (§5.3–5.4).
+        let report = response
+            .get("usage")
+            .filter(|u| u.as_object().is_some_and(|o| !o.is_empty()))
+            .or_else(|| event.get("usage"));
+        let mapped = report.and_then(|report| match self.dialect {
+            Dialect::OpenAi => usage::from_openai_realtime(report),
+            Dialect::Xai => usage::from_xai(report),
+        });
+        if let Some(tokens) = mapped {
+            self.core.usage.record(&tokens);
+            self.core.emit_usage();
+        }
+        if status == ResponseStatus::Failed {
+            let message = response
+                .pointer("/status_details/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("response failed")
+                .to_owned();
+            self.core.error(false, "response_failed", message);
+        }
+        self.response_active = false;
+        self.cancel_sent = false;
+        // Only a create still in flight can be refused later; forget the others.
+        let in_flight = self.create_in_flight.clone();
+        self.sent_creates.retain(|id, _| in_flight.as_deref() == Some(id.as_str()));
+        self.core.emit(ProviderEvent::ResponseDone { status });
+        self.maybe_follow_up();
+        self.pump_responses();
+    }
+
+    fn on_function_call(&mut self, event: &Value) {
+        let Some(call_id) = event.get("call_id").and_then(Value::as_str) else { return };
+        if self.calls.contains_key(call_id) {
+            return; // Seen via the other event already.
+        }
+        let name = event.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+        let raw = event.get("arguments").and_then(Value::as_str).unwrap_or("{}");
+        let arguments = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
+        let background =
+            self.setup.tool_policy.of(&name).behavior == ToolBehavior::NonBlocking && self.setup.model.background_tools;
+        self.calls.insert(call_id.to_owned(), Call { name: name.clone(), background, answered_upstream: background });
+        if background {
+            // The model keeps talking: answer now, deliver the result later as context.
+            self.add_item(json!({"type": "function_call_output", "call_id": call_id,
+                "output": "{\"status\":\"started\",\"note\":\"running in the background; the result will follow\"}"}));
+            self.followup_needed = true;
+        }
+        self.core.emit(ProviderEvent::ToolCall { call_id: call_id.to_owned(), name, arguments });
+    }
+
+    fn dispatch(&mut self, now: Instant, event: &Value) {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "session.created" | "conversation.created" if self.core.link == Link::Connecting => {
+                self.on_session_created(event);
+            }
+            "session.updated" => self.on_session_updated(now, event),
+            "error" => self.on_error(event),
+            "input_audio_buffer.speech_started" => self.on_speech_started(now, event),
+            "input_audio_buffer.speech_stopped" => {
+                self.user_speaking = false;
+                self.core.emit(ProviderEvent::UserSpeechStopped);
+                // A turn typed while the user spoke was held back; it may go now.
+                self.pump_responses();
+            }
+            "conversation.item.input_audio_transcription.delta" => self.on_user_transcript("delta", event),
+            "conversation.item.input_audio_transcription.updated" => self.on_user_transcript("updated", event),
+            "conversation.item.input_audio_transcription.completed" => self.on_user_transcript("completed", event),
+            "conversation.item.input_audio_transcription.failed" => {
+                let mut done = event.clone();
+                done["transcript"] = json!("");
+                self.on_user_transcript("completed", &done);
+            }
+            "response.created" => {
+                self.response_active = true;
+                self.create_in_flight = None;
+                self.response_started_ms = self.core.ms(now);
+                self.core.emit(ProviderEvent::ResponseStarted);
+            }
+            "response.output_item.added" => {
+                if event.pointer("/item/type").and_then(Value::as_str) == Some("message")
+                    && let Some(id) = event.pointer("/item/id").and_then(Value::as_str)
+                {
+                    let id = id.to_owned();
+                    self.ensure_item(&id);
+                }
+            }
+            "response.output_audio.delta" | "response.audio.delta" => self.on_audio_delta(now, event),
+            "response.output_audio_transcript.delta" | "response.audio_transcript.delta" => {
+                let delta = event.get("delta").and_then(Value::as_str).unwrap_or("").to_owned();
+                let item_id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+                self.ensure_item(&item_id);
+                let truncated = self.assistant.as_mut().is_some_and(|item| {
+                    if !item.truncated {
+                        item.transcript.push_str(&delta);
+                    }
+                    item.truncated
+                });
+                if !truncated && !delta.is_empty() {
+                    if self.setup.text_only {
+                        self.core.emit(ProviderEvent::ModelText { text: delta, is_final: false, thought: false });
+                    } else {
+                        self.core.emit(ProviderEvent::AssistantTranscript { text: delta, is_final: false });
+                    }
+                }
+            }
+            "response.output_audio_transcript.done" | "response.audio_transcript.done" => {
+                let item_id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+                self.ensure_item(&item_id);
+                if let Some(item) = self.assistant.as_mut()
+                    && !item.truncated
+                    && !item.final_emitted
+                {
+                    item.final_emitted = true;
+                    if let Some(text) = event.get("transcript").and_then(Value::as_str) {
+                        item.transcript = text.to_owned();
+                    }
+                    let (text, started) = (item.transcript.clone(), item.started_ms);
+                    self.emit_assistant_final(&text);
+                    self.core.record_turn(started, Role::Assistant, &text);
+                }
+            }
+            "response.output_text.delta" | "response.text.delta" => {
+                let delta = event.get("delta").and_then(Value::as_str).unwrap_or("").to_owned();
+                self.core.emit(ProviderEvent::ModelText { text: delta, is_final: false, thought: false });
+            }
+            "response.output_text.done" | "response.text.done" => {
+                let text = event.get("text").and_then(Value::as_str).unwrap_or("").to_owned();
+                self.core.record_turn(self.response_started_ms, Role::Assistant, &text);
+                self.core.emit(ProviderEvent::ModelText { text, is_final: true, thought: false });
+            }
+            "response.function_call_arguments.done" => self.on_function_call(event),
+            "response.output_item.done" => {
+                if let Some(item) = event.get("item")
+                    && item.get("type").and_then(Value::as_str) == Some("function_call")
+                {
+                    self.on_function_call(item);
+                }
+            }
+            "response.done" => self.on_response_done(event),
+            _ => {}
+        }
+    }
+}
+
+fn reseed_preamble(history: &str) -> String {
+    format!(
+        "This conversation continues from an earlier connection. Do not greet the user again. \
+         Transcript so far:\n{history}"
+    )
+}
+
+fn audio_frame(pcm: &[i16]) -> String {
+    let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 64);
+    frame.push_str("{\"type\":\"input_audio_buffer.append\",\"audio\":\"");
+    frame.push_str(&encode_pcm(pcm));
+    frame.push_str("\"}");
+    frame
+}
+
+/// A tool result as the string OpenAI-style outputs carry.
+fn output_text(output: &Value, is_error: bool) -> String {
+    match (output, is_error) {
+        (Value::String(text), false) => text.clone(),
+        (value, false) => value.to_string(),
+        (value, true) => json!({"error": value}).to_string(),
+    }
+}
+
+impl Codec for RealtimeCodec {
+    fn handle_input(&mut self, now: Instant, input: ProviderInput) {
+        self.core.ms(now);
+        if self.core.link == Link::Closed {
+            return;
+        }
+        match input {
+            ProviderInput::Audio(pcm) => self.send_audio(&pcm),
+            ProviderInput::Text(text) => {
+                self.add_item(json!({"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": text}]}));
+                let ms = self.core.ms(now);
+                self.core.record_turn(ms, Role::User, &text);
+                self.request_response(ResponseRequest::default());
+            }
+            ProviderInput::Context(text) => self.add_item(json!({"type": "message", "role": "system",
+                "content": [{"type": "input_text", "text": text}]})),
+            ProviderInput::Image { mime, data } => {
+                if self.dialect == Dialect::OpenAi {
+                    use base64::Engine as _;
+                    let url = format!("data:{mime};base64,{}", base64::engine::general_purpose::STANDARD.encode(data));
+                    self.add_item(json!({"type": "message", "role": "user",
+                        "content": [{"type": "input_image", "image_url": url, "detail": "auto"}]}));
+                }
+            }
+            // Server VAD owns turns on these providers (manual turn-taking is not offered).
+            ProviderInput::ActivityStart | ProviderInput::ActivityEnd => {}
+            ProviderInput::ToolResult { call_id, output, is_error, scheduling } => {
+                self.handle_tool_result(&call_id, &output, is_error, scheduling);
+            }
+            ProviderInput::DelegationAppend { .. } => {
+                self.core.error(false, "delegation_unsupported", "delegation appends need provider_b_live");
+            }
+            ProviderInput::BargeIn { played_ms } => self.barge_in(played_ms),
+            ProviderInput::Greeting(text) => self.greet(&text),
+            ProviderInput::Mute(muted) => self.muted = muted,
+            ProviderInput::Close => self.close(),
+        }
+        self.maybe_rotate(now);
+    }
+
+    fn handle_connected(&mut self, _now: Instant) {
+        // The upstream speaks first (`session.created`).
+    }
+
+    fn handle_connect_failed(&mut self, now: Instant, failure: ConnectFailure) {
+        match failure.status {
+            Some(401 | 403) => {
+                self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message))
+            }
+            _ if !self.core.was_ready => self.core.error(true, "connect_failed", failure.message),
+            _ => self.core.schedule_retry(now, &failure.message),
+        }
+    }
+
+    fn handle_upstream_message(&mut self, now: Instant, text: &str) {
+        self.core.ms(now);
+        let Ok(event) = serde_json::from_str::<Value>(text) else {
+            self.core.error(false, "bad_frame", "upstream sent a frame that is not JSON");
+            return;
+        };
+        self.dispatch(now, &event);
+        self.maybe_rotate(now);
+    }
+
+    fn handle_upstream_closed(&mut self, now: Instant, code: Option<u16>, reason: &str) {
+        if self.core.link == Link::Closed || self.core.closing() {
+            self.core.shut("upstream closed");
+            return;
+        }
+        if !self.core.was_ready {
+            self.core.error(true, "upstream_closed", format!("closed during setup ({code:?}): {reason}"));
+            return;
+        }
+        if !self.rotating {
+            self.core.emit(ProviderEvent::Reconnecting { seconds_remaining: None });
+            self.rotating = true;
+            self.upstream_ready_at = None;
+            self.reset_upstream_state();
+        }
+        self.core.schedule_retry(now, &format!("closed ({code:?}): {reason}"));
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.core.link == Link::Backoff && self.core.retry_at.is_some_and(|at| now >= at) {
+            self.core.retry_at = None;
+            self.core.link = Link::Connecting;
+            self.core.transmit(Transmit::Connect(self.connect.clone()));
+        }
+        self.maybe_rotate(now);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.core.poll_transmit()
+    }
+
+    fn poll_event(&mut self) -> Option<ProviderEvent> {
+        self.core.poll_event()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.core.link {
+            Link::Backoff => self.core.retry_at,
+            Link::Ready => {
+                let due = self.upstream_ready_at? + self.setup.limits.rotate_after;
+                match self.rotation_due_since {
+                    None => Some(due),
+                    Some(since) => {
+                        let hard = since + self.setup.limits.quiet_wait_max;
+                        let quiet = self.last_audio_out.map(|at| at + self.setup.limits.quiet_gap);
+                        Some(quiet.map_or(hard, |quiet| quiet.min(hard)))
+                    }
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn resumption_handle(&self) -> Option<&str> {
+        None
+    }
+
+    fn is_closed(&self) -> bool {
+        self.core.is_closed()
+    }
+}

@@ -1,0 +1,284 @@
+//! Timing behaviour of the sans-IO codecs in virtual time: no sockets, no sleeping — the test owns
+//! the clock and drives `handle_*` / `poll_*` directly.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::model;
+use serde_json::json;
+use svc_domain::model::{ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBlock};
+use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
+use svc_provider::codec::{Codec, ConnectFailure, ConnectRequest, Transmit};
+use svc_provider::gemini::GeminiCodec;
+use svc_provider::gpt_live::{Backend, GptLiveCodec};
+use svc_provider::realtime::{Dialect, RealtimeCodec};
+
+fn request() -> ConnectRequest {
+    ConnectRequest { url: "ws://upstream/".to_owned(), headers: Vec::new() }
+}
+
+fn drain(codec: &mut dyn Codec) -> (Vec<Transmit>, Vec<ProviderEvent>) {
+    let mut transmits = Vec::new();
+    while let Some(t) = codec.poll_transmit() {
+        transmits.push(t);
+    }
+    let mut events = Vec::new();
+    while let Some(e) = codec.poll_event() {
+        events.push(e);
+    }
+    (transmits, events)
+}
+
+fn connects(transmits: &[Transmit]) -> usize {
+    transmits.iter().filter(|t| matches!(t, Transmit::Connect(_))).count()
+}
+
+fn openai_ready(t0: Instant) -> RealtimeCodec {
+    let setup = SessionSetup::new(model(ProviderBlock::ProviderB(ProviderBBlock::default())), "p");
+    let mut codec = RealtimeCodec::new(setup, Dialect::OpenAi, request());
+    codec.handle_connected(t0);
+    codec.handle_upstream_message(t0, r#"{"type":"session.created","session":{"id":"s1"}}"#);
+    codec.handle_upstream_message(t0, r#"{"type":"session.updated","session":{"id":"s1"}}"#);
+    drain(&mut codec);
+    codec
+}
+
+#[test]
+fn openai_rotation_waits_for_a_quiet_moment() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    let due = t0 + Duration::from_secs(55 * 60);
+    assert_eq!(codec.poll_timeout(), Some(due), "the timer is the cap minus the margin");
+    // A response is running when the rotation falls due: no rotation yet.
+    codec.handle_upstream_message(due - Duration::from_secs(1), r#"{"type":"response.created","response":{"id":"r"}}"#);
+    codec.handle_timeout(due);
+    let (transmits, events) = drain(&mut codec);
+    assert_eq!(connects(&transmits), 0);
+    assert!(!events.iter().any(|e| matches!(e, ProviderEvent::Reconnecting { .. })));
+    // It ends; the last audio left 200 ms ago: still not quiet for 1 s.
+    let audio = format!(
+        r#"{{"type":"response.output_audio.delta","item_id":"i","delta":"{}"}}"#,
+        svc_provider::codec::encode_pcm(&[0; 480])
+    );
+    codec.handle_upstream_message(due + Duration::from_secs(4), &audio);
+    codec.handle_upstream_message(
+        due + Duration::from_millis(4200),
+        r#"{"type":"response.done","response":{"status":"completed"}}"#,
+    );
+    let (transmits, _) = drain(&mut codec);
+    assert_eq!(connects(&transmits), 0);
+    let quiet_at = codec.poll_timeout().expect("timer");
+    assert_eq!(quiet_at, due + Duration::from_secs(5), "one quiet second after the last audio");
+    codec.handle_timeout(quiet_at);
+    let (transmits, events) = drain(&mut codec);
+    assert_eq!(connects(&transmits), 1);
+    assert!(events.contains(&ProviderEvent::Reconnecting { seconds_remaining: None }));
+}
+
+#[test]
+fn openai_rotation_forced_after_the_quiet_wait() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    let due = t0 + Duration::from_secs(55 * 60);
+    codec.handle_upstream_message(due, r#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#);
+    codec.handle_timeout(due);
+    assert_eq!(connects(&drain(&mut codec).0), 0, "the user is speaking");
+    let hard = codec.poll_timeout().expect("timer");
+    assert_eq!(hard, due + Duration::from_secs(4 * 60));
+    codec.handle_timeout(hard);
+    assert_eq!(connects(&drain(&mut codec).0), 1, "rotated before the cap regardless");
+}
+
+#[test]
+fn reconnects_back_off_within_a_budget_then_fail() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    codec.handle_upstream_closed(t0, Some(1006), "reset");
+    let (_, events) = drain(&mut codec);
+    assert!(events.iter().any(|e| matches!(e, ProviderEvent::Reconnecting { .. })));
+    let mut delays = Vec::new();
+    let mut now = t0;
+    while let Some(at) = codec.poll_timeout() {
+        delays.push(at - now);
+        now = at;
+        codec.handle_timeout(now);
+        let (transmits, _) = drain(&mut codec);
+        assert_eq!(connects(&transmits), 1, "one attempt per timer");
+        codec.handle_connect_failed(now, ConnectFailure { status: Some(503), message: "unavailable".to_owned() });
+        let (_, events) = drain(&mut codec);
+        if let Some(ProviderEvent::Error(error)) = events.iter().find(|e| matches!(e, ProviderEvent::Error(_))) {
+            assert!(error.fatal);
+            assert_eq!(error.code, "reconnect_failed");
+            assert!(events.iter().any(|e| matches!(e, ProviderEvent::Closed { .. })));
+            break;
+        }
+    }
+    let ms: Vec<u128> = delays.iter().map(Duration::as_millis).collect();
+    assert_eq!(&ms[..5], &[500, 1000, 2000, 4000, 4000]);
+    assert!(now - t0 >= Duration::from_secs(30) && now - t0 < Duration::from_secs(35), "{:?}", now - t0);
+    assert!(codec.is_closed());
+    // A refused key on reconnect is fatal at once.
+    let mut codec = openai_ready(t0);
+    codec.handle_upstream_closed(t0, Some(1006), "reset");
+    codec.handle_timeout(t0 + Duration::from_millis(500));
+    codec.handle_connect_failed(
+        t0 + Duration::from_millis(600),
+        ConnectFailure { status: Some(401), message: "HTTP 401".to_owned() },
+    );
+    let (_, events) = drain(&mut codec);
+    assert!(
+        events.iter().any(|e| matches!(e, ProviderEvent::Error(error) if error.fatal && error.code == "unauthorized"))
+    );
+}
+
+#[test]
+fn gemini_go_away_waits_for_the_post_tool_handle() {
+    let t0 = Instant::now();
+    let mut setup = SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p");
+    setup.tools = vec![ToolDecl {
+        name: "lookup".to_owned(),
+        description: "d".to_owned(),
+        parameters: json!({"type": "object"}),
+    }];
+    let mut codec = GeminiCodec::new(setup, request());
+    codec.handle_connected(t0);
+    codec.handle_upstream_message(t0, r#"{"setupComplete":{}}"#);
+    codec.handle_upstream_message(t0, r#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":true}}"#);
+    codec.handle_upstream_message(t0, r#"{"toolCall":{"functionCalls":[{"id":"c1","name":"lookup","args":{}}]}}"#);
+    codec.handle_upstream_message(t0, r#"{"sessionResumptionUpdate":{"newHandle":"","resumable":false}}"#);
+    drain(&mut codec);
+    codec.handle_upstream_message(t0 + Duration::from_secs(1), r#"{"goAway":{"timeLeft":"20s"}}"#);
+    let (transmits, events) = drain(&mut codec);
+    assert_eq!(connects(&transmits), 0, "a tool call is open: a handle from before it would lose it");
+    assert!(events.contains(&ProviderEvent::Reconnecting { seconds_remaining: Some(20.0) }));
+    assert_eq!(codec.poll_timeout(), Some(t0 + Duration::from_secs(20)), "deadline: time left minus a second");
+    codec.handle_input(
+        t0 + Duration::from_secs(2),
+        ProviderInput::ToolResult { call_id: "c1".to_owned(), output: json!(1), is_error: false, scheduling: None },
+    );
+    assert_eq!(connects(&drain(&mut codec).0), 0, "still waiting for a resumable handle");
+    codec.handle_upstream_message(
+        t0 + Duration::from_secs(3),
+        r#"{"sessionResumptionUpdate":{"newHandle":"h2","resumable":true}}"#,
+    );
+    let (transmits, _) = drain(&mut codec);
+    assert_eq!(connects(&transmits), 1);
+    assert_eq!(codec.resumption_handle(), Some("h2"));
+    codec.handle_connected(t0 + Duration::from_secs(4));
+    let (transmits, _) = drain(&mut codec);
+    let Some(Transmit::Text(setup)) = transmits.first() else { panic!("setup first: {transmits:?}") };
+    assert!(setup.contains(r#""handle":"h2""#), "{setup}");
+    // Without a handle update the deadline forces the resume with the latest handle.
+    let mut codec =
+        GeminiCodec::new(SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p"), request());
+    codec.handle_connected(t0);
+    codec.handle_upstream_message(t0, r#"{"setupComplete":{}}"#);
+    codec.handle_upstream_message(t0, r#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":false}}"#);
+    drain(&mut codec);
+    codec.handle_upstream_message(t0, r#"{"goAway":{"timeLeft":"5s"}}"#);
+    assert_eq!(connects(&drain(&mut codec).0), 0);
+    codec.handle_timeout(t0 + Duration::from_secs(4));
+    assert_eq!(connects(&drain(&mut codec).0), 1);
+}
+
+#[test]
+fn gpt_live_user_turn_ends_on_silence_in_virtual_time() {
+    let t0 = Instant::now();
+    let setup = SessionSetup::new(model(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())), "p");
+    let mut codec = GptLiveCodec::new(
+        setup,
+        request(),
+        Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() },
+    );
+    codec.handle_connected(t0);
+    codec.handle_upstream_message(t0, r#"{"type":"session.started","session":{"id":"l1"}}"#);
+    drain(&mut codec);
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(100),
+        r#"{"type":"session.input_transcript.delta","delta":"hi ","start_ms":0,"end_ms":300}"#,
+    );
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(400),
+        r#"{"type":"session.input_transcript.delta","delta":"there","start_ms":400,"end_ms":700}"#,
+    );
+    // A fragment 1.2 s later on the model's clock starts a new turn.
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(500),
+        r#"{"type":"session.input_transcript.delta","delta":"again","start_ms":1900,"end_ms":2100}"#,
+    );
+    let (_, events) = drain(&mut codec);
+    let finals: Vec<&ProviderEvent> =
+        events.iter().filter(|e| matches!(e, ProviderEvent::UserTranscript { is_final: true, .. })).collect();
+    assert_eq!(
+        finals,
+        vec![&ProviderEvent::UserTranscript { text: "hi there".to_owned(), is_final: true, speech_started_ms: 100 }]
+    );
+    // No further fragment: the turn ends 0.8 s after the last one.
+    let end = codec.poll_timeout().expect("turn timer");
+    assert_eq!(end, t0 + Duration::from_millis(1300));
+    codec.handle_timeout(end);
+    let (_, events) = drain(&mut codec);
+    assert!(events.contains(&ProviderEvent::UserTranscript {
+        text: "again".to_owned(),
+        is_final: true,
+        speech_started_ms: 500
+    }));
+    assert!(events.contains(&ProviderEvent::UserSpeechStopped));
+}
+
+#[test]
+fn commands_given_during_a_reconnect_are_sent_once_it_is_back() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    codec.handle_upstream_closed(t0, Some(1006), "reset");
+    drain(&mut codec);
+    codec.handle_input(t0 + Duration::from_millis(100), ProviderInput::Text("still there?".to_owned()));
+    codec.handle_input(t0 + Duration::from_millis(100), ProviderInput::Context("VIP caller".to_owned()));
+    let (transmits, _) = drain(&mut codec);
+    assert!(transmits.iter().all(|t| !matches!(t, Transmit::Text(_))), "nothing goes out while the link is down");
+    codec.handle_timeout(t0 + Duration::from_millis(500));
+    codec.handle_connected(t0 + Duration::from_millis(600));
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(600),
+        r#"{"type":"session.created","session":{"id":"s2"}}"#,
+    );
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(700),
+        r#"{"type":"session.updated","session":{"id":"s2"}}"#,
+    );
+    let (transmits, events) = drain(&mut codec);
+    assert!(events.contains(&ProviderEvent::Reconnected { resumed: false }));
+    let texts: Vec<String> = transmits
+        .into_iter()
+        .filter_map(|t| match t {
+            Transmit::Text(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    let position =
+        |needle: &str| texts.iter().position(|t| t.contains(needle)).unwrap_or_else(|| panic!("{needle} in {texts:?}"));
+    assert!(position("session.update") < position("\"text\":\"still there?\""));
+    assert!(position("\"text\":\"still there?\"") < position("VIP caller"));
+    assert!(position("VIP caller") < position("response.create"), "the turn's response after its item");
+    assert_eq!(texts.iter().filter(|t| t.contains("response.create")).count(), 1);
+}
+
+#[test]
+fn a_turn_typed_while_the_user_speaks_is_answered_when_they_stop() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    codec.handle_upstream_message(t0, r#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#);
+    codec.handle_input(t0, ProviderInput::Text("typed".to_owned()));
+    let (transmits, _) = drain(&mut codec);
+    assert!(
+        !transmits.iter().any(|t| matches!(t, Transmit::Text(text) if text.contains("response.create"))),
+        "held back"
+    );
+    codec.handle_upstream_message(
+        t0 + Duration::from_millis(500),
+        r#"{"type":"input_audio_buffer.speech_stopped","item_id":"u1"}"#,
+    );
+    let (transmits, _) = drain(&mut codec);
+    assert!(transmits.iter().any(|t| matches!(t, Transmit::Text(text) if text.contains("response.create"))));
+}

@@ -1,0 +1,125 @@
+//! `svc provider check`: a live smoke test of one upstream provider through the production
+//! adapter (see [`svc_provider::check`]). Keys and base URLs come from the ecosystem's variables
+//! (`OPENAI_API_KEY`, `GEMINI_API_KEY`/`GOOGLE_API_KEY`, `XAI_API_KEY`, and the base-URL
+//! overrides of [`svc_provider::endpoint`]); no database is opened.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use svc_domain::model::{
+    ModelChoice, Provider, ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBMiniBlock, ProviderBlock,
+    ProviderCBlock, resolve_model,
+};
+use svc_provider::api::SessionSetup;
+use svc_provider::check::{CheckInput, CheckReport};
+use svc_provider::endpoint::ProviderEnv;
+
+use crate::config::Config;
+
+/// `svc provider …`.
+#[derive(Debug, Subcommand)]
+pub enum ProviderCommand {
+    /// Connect to a provider, send one turn, and report the reply (exit 0 on success).
+    Check(CheckArgs),
+}
+
+/// `svc provider check` options.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Provider alias: provider_a, provider_b, provider_b_mini, provider_b_live, provider_c.
+    #[arg(long)]
+    provider: String,
+    /// Model id (default: the alias's default in the model catalog).
+    #[arg(long)]
+    model: Option<String>,
+    /// Text turn to send.
+    #[arg(long, conflicts_with = "wav")]
+    text: Option<String>,
+    /// WAV file (PCM16, 16/24/48 kHz) to send as user audio instead of text.
+    #[arg(long)]
+    wav: Option<PathBuf>,
+    /// Seconds to wait for the reply.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+}
+
+/// Default text turn.
+pub const DEFAULT_TEXT: &str = "Say hello.";
+
+/// Runs a provider command; the error is the one-line reason.
+pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -> anyhow::Result<()> {
+    let ProviderCommand::Check(args) = command;
+    let alias = Provider::from_wire(&args.provider).ok_or_else(|| {
+        anyhow!(
+            "unknown provider `{}` (use provider_a, provider_b, provider_b_mini, provider_b_live or provider_c)",
+            args.provider
+        )
+    })?;
+    let model_id = args.model.clone();
+    let block = match alias {
+        Provider::ProviderA => ProviderBlock::ProviderA(ProviderABlock { model_id, ..ProviderABlock::default() }),
+        Provider::ProviderB => ProviderBlock::ProviderB(ProviderBBlock { model_id, ..ProviderBBlock::default() }),
+        Provider::ProviderBMini => ProviderBlock::ProviderBMini(ProviderBMiniBlock { model_id }),
+        Provider::ProviderBLive => {
+            ProviderBlock::ProviderBLive(ProviderBLiveBlock { model_id, ..ProviderBLiveBlock::default() })
+        }
+        Provider::ProviderC => ProviderBlock::ProviderC(ProviderCBlock { model_id, ..ProviderCBlock::default() }),
+    };
+    let model = resolve_model(&config.model_catalog, Some(&ModelChoice::Block(block)), None)
+        .map_err(|error| anyhow!("{}", error.message()))?;
+    let env = ProviderEnv::from_env()?;
+    let input = match &args.wav {
+        Some(path) => {
+            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            CheckInput::Audio(
+                svc_provider::check::read_wav(&bytes).map_err(|error| anyhow!("{}: {error}", path.display()))?,
+            )
+        }
+        None => CheckInput::Text(args.text.clone().unwrap_or_else(|| DEFAULT_TEXT.to_owned())),
+    };
+    let setup = SessionSetup::new(model, "You are a helpful voice assistant. Keep every reply to one short sentence.");
+    let report = svc_provider::check::run(setup, &env, input, Duration::from_secs(args.timeout.max(1))).await?;
+    if report.transcript.is_empty() && report.audio_seconds == 0.0 {
+        bail!("protocol error: the reply had neither audio nor text");
+    }
+    print_report(&report, json_output);
+    Ok(())
+}
+
+fn print_report(report: &CheckReport, json_output: bool) {
+    if json_output {
+        let value = json!({
+            "ok": true,
+            "provider": report.provider,
+            "model": report.model,
+            "transcript": report.transcript,
+            "audio_seconds": report.audio_seconds,
+            "usage": report.usage,
+            "timings": {"connect_ms": report.connect_ms, "first_audio_ms": report.first_audio_ms, "total_ms": report.total_ms},
+        });
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        return;
+    }
+    println!("provider:    {} ({})", report.provider, report.model);
+    println!("transcript:  {}", report.transcript);
+    println!("audio:       {:.2} s", report.audio_seconds);
+    match &report.usage {
+        Some(u) => println!(
+            "usage:       input {} (text {}, audio {}, cached {}), output {} (text {}, audio {}), total {}",
+            u.input_tokens,
+            u.input_text_tokens,
+            u.input_audio_tokens,
+            u.input_cached_tokens,
+            u.output_tokens,
+            u.output_text_tokens,
+            u.output_audio_tokens,
+            u.total_tokens
+        ),
+        None => println!("usage:       not reported"),
+    }
+    let first = report.first_audio_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
+    println!("timings:     connect {} ms, first audio {first}, total {} ms", report.connect_ms, report.total_ms);
+}
