@@ -74,9 +74,27 @@ struct Args {
     /// Worker threads of the room server's runtime (and, separately, of the clients' runtime).
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Tasks a runtime worker runs between two polls of the IO and timer drivers (tokio's
+    /// `event_interval`, 61 by default). Lower: sockets and timers are looked at sooner when
+    /// every worker is busy.
+    #[arg(long, default_value_t = 61)]
+    event_interval: u32,
+    /// What the in-process participant does with the client's audio.
+    #[arg(long, value_enum, default_value_t = EchoMode::Pcm)]
+    echo: EchoMode,
     /// Quick check: rooms 1,4, 2 s measured, 1 s warm-up.
     #[arg(long)]
     smoke: bool,
+}
+
+/// The in-process participant's part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EchoMode {
+    /// Full duplex: decode every frame and push the PCM into its own published track (the room
+    /// encodes and paces it): a voice session's media work.
+    Pcm,
+    /// Receive only (no decode, nothing published): the room's forwarding and the clients.
+    Receive,
 }
 
 fn main() -> ExitCode {
@@ -108,9 +126,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn runtime(name: &str, threads: usize) -> anyhow::Result<Runtime> {
+fn runtime(name: &str, threads: usize, event_interval: u32) -> anyhow::Result<Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
+        .event_interval(event_interval.max(1))
         .thread_name(name)
         .enable_all()
         .build()
@@ -118,8 +137,8 @@ fn runtime(name: &str, threads: usize) -> anyhow::Result<Runtime> {
 }
 
 fn run(args: &Args) -> anyhow::Result<bool> {
-    let server_runtime = runtime("room-server", args.threads)?;
-    let client_runtime = runtime("room-client", args.threads)?;
+    let server_runtime = runtime("room-server", args.threads, args.event_interval)?;
+    let client_runtime = runtime("room-client", args.threads, args.event_interval)?;
     let server = server_runtime.handle().clone();
     let frames = Arc::new(source_frames()?);
     let initial = Memory::now();
@@ -204,6 +223,10 @@ struct Probes {
     frames_unpaced: AtomicU64,
     /// In-process `push_pcm` → the client application reads the frame.
     to_client_app: Histogram,
+    /// How late a task of the server's runtime wakes from a 5 ms sleep (scheduling lag).
+    server_wake_lag: Histogram,
+    /// The same on the clients' runtime.
+    client_wake_lag: Histogram,
     frames_sent: AtomicU64,
     send_errors: AtomicU64,
     frames_at_echo: AtomicU64,
@@ -223,6 +246,8 @@ impl Probes {
             released_to_client_socket: Histogram::new(),
             frames_unpaced: AtomicU64::new(0),
             to_client_app: Histogram::new(),
+            server_wake_lag: Histogram::new(),
+            client_wake_lag: Histogram::new(),
             frames_sent: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
             frames_at_echo: AtomicU64::new(0),
@@ -262,6 +287,7 @@ struct Room {
 
 struct Phase {
     rooms: usize,
+    mode: EchoMode,
     setup: Duration,
     window: Duration,
     cpu_process: f64,
@@ -275,6 +301,8 @@ struct Phase {
     released_to_client_socket: Summary,
     frames_unpaced: u64,
     to_client_app: Summary,
+    server_wake_lag: Summary,
+    client_wake_lag: Summary,
     frames_sent: u64,
     send_errors: u64,
     frames_at_echo: u64,
@@ -307,13 +335,16 @@ impl Phase {
         )
     }
 
-    /// Media flowed both ways in every room (at least 90 % of frames, over the whole phase).
+    /// Media flowed (both ways when the echo publishes): at least 90 % of the frames over the
+    /// whole phase.
     fn healthy(&self) -> bool {
-        self.frames_sent > 0
-            && self.frames_at_echo * 10 >= self.frames_sent * 9
-            && self.frames_at_client * 10 >= self.frames_pushed * 9
-            && self.to_in_process.count > 0
-            && self.released_to_client_socket.count > 0
+        let forward =
+            self.frames_sent > 0 && self.frames_at_echo * 10 >= self.frames_sent * 9 && self.to_in_process.count > 0;
+        let back = self.mode == EchoMode::Receive
+            || (self.frames_pushed > 0
+                && self.frames_at_client * 10 >= self.frames_pushed * 9
+                && self.released_to_client_socket.count > 0);
+        forward && back
     }
 }
 
@@ -356,6 +387,7 @@ async fn run_phase(
             echo_stop: echoes_stopped.clone(),
             frames: frames.clone(),
             stream_start,
+            mode: args.echo,
         };
         opening.spawn(async move { context.open().await.map(|room| (index, room)) });
     }
@@ -363,6 +395,10 @@ async fn run_phase(
         opened.push(result.context("room setup task")??);
     }
     let setup = setup_started.elapsed();
+    let wake_probes = [
+        server.spawn(wake_lag(probes.clone(), stop.clone(), true)),
+        tokio::spawn(wake_lag(probes.clone(), stop.clone(), false)),
+    ];
     eprintln!("room-load: {rooms} rooms open in {:.1} s; warming up {} s", setup.as_secs_f64(), args.warmup);
 
     tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
@@ -398,12 +434,16 @@ async fn run_phase(
         });
     }
     while leaving.join_next().await.is_some() {}
+    for probe in wake_probes {
+        let _ = probe.await;
+    }
     // Rooms close after their empty timeout (1 s).
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
     Ok(Phase {
         rooms,
+        mode: args.echo,
         setup,
         window,
         cpu_process: cpu_after.process_percent_since(&cpu_before, window),
@@ -417,6 +457,8 @@ async fn run_phase(
         released_to_client_socket: probes.released_to_client_socket.summary(),
         frames_unpaced: count(&probes.frames_unpaced),
         to_client_app: probes.to_client_app.summary(),
+        server_wake_lag: probes.server_wake_lag.summary(),
+        client_wake_lag: probes.client_wake_lag.summary(),
         frames_sent: count(&probes.frames_sent),
         send_errors: count(&probes.send_errors),
         frames_at_echo: count(&probes.frames_at_echo),
@@ -442,6 +484,7 @@ struct RoomContext {
     echo_stop: tokio::sync::watch::Receiver<bool>,
     frames: Arc<Vec<Arc<[u8]>>>,
     stream_start: Instant,
+    mode: EchoMode,
 }
 
 impl RoomContext {
@@ -450,7 +493,7 @@ impl RoomContext {
     async fn open(self) -> anyhow::Result<Room> {
         let probe =
             Arc::new(RoomProbe { sent: Mutex::new([(0, None); SENT_RING]), pushes: Mutex::new(VecDeque::new()) });
-        let (room, name) = (self.room.clone(), self.name.clone());
+        let (room, name, mode) = (self.room.clone(), self.name.clone(), self.mode);
         let (participant, track) = self
             .server
             .spawn(async move {
@@ -462,7 +505,10 @@ impl RoomContext {
                     attributes: Default::default(),
                 };
                 let participant = room.join_local(&name, options).await?;
-                let track = participant.publish_audio("echo").await?;
+                let track = match mode {
+                    EchoMode::Pcm => Some(participant.publish_audio("echo").await?),
+                    EchoMode::Receive => None,
+                };
                 anyhow::Ok((participant, track))
             })
             .await
@@ -476,7 +522,8 @@ impl RoomContext {
             .await
             .with_context(|| format!("client of room {} publishing", self.index))?;
         // The echo's track was in the room before the client joined: it is in the first offer.
-        let echo_track = tokio::time::timeout(Duration::from_secs(10), async {
+        let wait = if self.mode == EchoMode::Pcm { Duration::from_secs(10) } else { Duration::ZERO };
+        let subscribed = tokio::time::timeout(wait, async {
             while let Some(event) = client.next_event().await {
                 if let ClientEvent::TrackSubscribed { track_sid, .. } = event {
                     return Some(track_sid);
@@ -486,8 +533,12 @@ impl RoomContext {
         })
         .await
         .ok()
-        .flatten()
-        .with_context(|| format!("client of room {} never subscribed to the echo", self.index))?;
+        .flatten();
+        let echo_track = match (self.mode, subscribed) {
+            (EchoMode::Pcm, Some(track)) => track,
+            (EchoMode::Pcm, None) => anyhow::bail!("client of room {} never subscribed to the echo", self.index),
+            (EchoMode::Receive, _) => String::new(),
+        };
 
         let echo =
             self.server.spawn(echo(participant, track, probe.clone(), self.probes.clone(), self.echo_stop.clone()));
@@ -505,6 +556,19 @@ impl RoomContext {
         let reader = ClientReader { echo_track, probe, probes: self.probes.clone() };
         let client = reader.spawn(client);
         Ok(Room { client, echo, sender })
+    }
+}
+
+/// Sleeps 5 ms at a time and records how much later than asked it woke: the runtime's
+/// scheduling lag (plus the timer's 1 ms granularity), which every task of that runtime sees.
+async fn wake_lag(probes: Arc<Probes>, stop: Arc<AtomicBool>, server: bool) {
+    let histogram = if server { &probes.server_wake_lag } else { &probes.client_wake_lag };
+    while !stop.load(Ordering::Relaxed) {
+        let due = Instant::now() + Duration::from_millis(5);
+        tokio::time::sleep_until(due.into()).await;
+        if probes.measuring() {
+            histogram.record(Instant::now().saturating_duration_since(due));
+        }
     }
 }
 
@@ -537,10 +601,11 @@ async fn send_frames(
     }
 }
 
-/// The in-process participant: decode every frame from the client and push it back as PCM.
+/// The in-process participant: decode every frame from the client and push it back as PCM
+/// (without a track: only receive).
 async fn echo(
     mut participant: LocalParticipant,
-    track: LocalAudioTrack,
+    track: Option<LocalAudioTrack>,
     probe: Arc<RoomProbe>,
     probes: Arc<Probes>,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -567,6 +632,7 @@ async fn echo(
             }
             _ => {}
         }
+        let Some(track) = &track else { continue };
         if decoder.decode(&frame, &mut pcm).is_err() {
             continue;
         }
@@ -686,8 +752,13 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
         git_tree().unwrap_or_else(|| "unknown".to_owned()),
     ));
     out.push_str(&format!(
-        "- Setup: one process; room server + `/room` HTTP on 127.0.0.1 on a {t}-thread runtime (`room-server`, which also runs the in-process echoes), the str0m clients on another {t}-thread runtime (`room-client`); both share the machine's cores. {w} s warm-up, {s} s measured per phase. RSS before any room: {r:.0} MiB.\n\n",
+        "- Setup: one process; room server + `/room` HTTP on 127.0.0.1 on a {t}-thread runtime (`room-server`, which also runs the in-process echoes), the str0m clients on another {t}-thread runtime (`room-client`); both share the machine's cores; tokio `event_interval` {i}. Echo: {e}. {w} s warm-up, {s} s measured per phase. RSS before any room: {r:.0} MiB.\n\n",
+        e = match args.echo {
+            EchoMode::Pcm => "`pcm` (the in-process participant decodes every frame and pushes the PCM into its track; the room encodes and paces it)",
+            EchoMode::Receive => "`receive` (the in-process participant only receives; nothing is decoded, encoded or sent back)",
+        },
         t = args.threads,
+        i = args.event_interval,
         w = args.warmup,
         s = args.seconds,
         r = initial.rss_mib,
@@ -733,20 +804,22 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
         ));
     }
     out.push_str("\nLatency detail (ms, p50 / p99 / max; samples):\n\n");
-    out.push_str("| rooms | client → server socket | client → in-process | in-process release → client socket | in-process push → client socket (with the pacer's hold) | push → client app |\n");
-    out.push_str("|--:|--:|--:|--:|--:|--:|\n");
+    out.push_str("| rooms | client → server socket | client → in-process | in-process release → client socket | in-process push → client socket (with the pacer's hold) | push → client app | wake-up lag, room-server runtime | wake-up lag, room-client runtime |\n");
+    out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (phase, _) in phases {
         let cell = |summary: &Summary| {
             format!("{} / {} / {}; {}", ms(summary.p50_ms), ms(summary.p99_ms), ms(summary.max_ms), summary.count)
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             phase.rooms,
             cell(&phase.to_server_socket),
             cell(&phase.to_in_process),
             cell(&phase.released_to_client_socket),
             cell(&phase.to_client_socket),
             cell(&phase.to_client_app),
+            cell(&phase.server_wake_lag),
+            cell(&phase.client_wake_lag),
         ));
     }
     out.push_str("\nFrame accounting over each whole phase (warm-up included):\n\n");

@@ -51,7 +51,10 @@ impl Histogram {
             for (index, count) in counts.iter().enumerate() {
                 seen += count;
                 if seen >= rank {
-                    return Some(bucket_upper_us(index) as f64 / 1000.0);
+                    // Beyond the last bucket only the maximum is known.
+                    let us =
+                        if index == BUCKETS - 1 { self.max_us.load(Ordering::Relaxed) } else { bucket_upper_us(index) };
+                    return Some(us as f64 / 1000.0);
                 }
             }
             None
@@ -69,10 +72,8 @@ impl Histogram {
 fn bucket_upper_us(index: usize) -> u64 {
     if index < FINE_BUCKETS {
         (index as u64 + 1) * FINE_STEP_US
-    } else if index < BUCKETS - 1 {
-        FINE_LIMIT_US + (index - FINE_BUCKETS) as u64 * COARSE_STEP_US + COARSE_STEP_US
     } else {
-        u64::MAX / 1000
+        FINE_LIMIT_US + (index - FINE_BUCKETS) as u64 * COARSE_STEP_US + COARSE_STEP_US
     }
 }
 
@@ -206,6 +207,9 @@ mod tests {
         histogram.record(Duration::from_millis(25));
         histogram.record(Duration::from_secs(5));
         assert_eq!(histogram.summary().max_ms, Some(5000.0));
+        let slow = Histogram::new();
+        slow.record(Duration::from_secs(3));
+        assert_eq!(slow.summary().p99_ms, Some(3000.0), "the overflow bucket reports the maximum");
         assert_eq!(bucket_upper_us(FINE_BUCKETS), 21_000);
     }
 
