@@ -47,7 +47,7 @@ pub struct CheckReport {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CheckError {
     /// No key, or an unknown family.
-    #[error("{0}")]
+    #[error(transparent)]
     Start(#[from] crate::StartError),
     /// The upstream refused (auth, quota, unknown model, …).
     #[error("upstream error {code}: {message}")]
