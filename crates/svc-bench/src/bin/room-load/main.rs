@@ -223,6 +223,8 @@ struct Probes {
     frames_unpaced: AtomicU64,
     /// In-process `push_pcm` → the client application reads the frame.
     to_client_app: Histogram,
+    /// In-process `push_pcm` → its reply (the room actor took the PCM: its queueing delay).
+    push_reply: Histogram,
     /// How late a task of the server's runtime wakes from a 5 ms sleep (scheduling lag).
     server_wake_lag: Histogram,
     /// The same on the clients' runtime.
@@ -246,6 +248,7 @@ impl Probes {
             released_to_client_socket: Histogram::new(),
             frames_unpaced: AtomicU64::new(0),
             to_client_app: Histogram::new(),
+            push_reply: Histogram::new(),
             server_wake_lag: Histogram::new(),
             client_wake_lag: Histogram::new(),
             frames_sent: AtomicU64::new(0),
@@ -301,6 +304,7 @@ struct Phase {
     released_to_client_socket: Summary,
     frames_unpaced: u64,
     to_client_app: Summary,
+    push_reply: Summary,
     server_wake_lag: Summary,
     client_wake_lag: Summary,
     frames_sent: u64,
@@ -457,6 +461,7 @@ async fn run_phase(
         released_to_client_socket: probes.released_to_client_socket.summary(),
         frames_unpaced: count(&probes.frames_unpaced),
         to_client_app: probes.to_client_app.summary(),
+        push_reply: probes.push_reply.summary(),
         server_wake_lag: probes.server_wake_lag.summary(),
         client_wake_lag: probes.client_wake_lag.summary(),
         frames_sent: count(&probes.frames_sent),
@@ -650,6 +655,9 @@ async fn echo(
             }
             pushed += 1;
             probes.frames_pushed.fetch_add(1, Ordering::Relaxed);
+            if push.measured {
+                probes.push_reply.record(push.at.elapsed());
+            }
             if track.played_samples() >= pushed * FRAME_SAMPLES as u64 {
                 push.unpaced.store(true, Ordering::Relaxed);
                 probes.frames_unpaced.fetch_add(1, Ordering::Relaxed);
@@ -763,15 +771,21 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
         s = args.seconds,
         r = initial.rss_mib,
     ));
-    out.push_str("| rooms | CPU (% of a core) | room-server | room-client | CPU per room | vs baseline | RSS MiB | RSS per room (MiB) | client → in-process p50 / p99 / max (ms) | in-process → client p50 / p99 / max (ms) | p99 vs baseline (→ / ←) |\n");
+    out.push_str("| rooms | CPU (% of a core) | room-server | room-client | CPU per room | marginal CPU per room (server) | RSS MiB | RSS per room (MiB) | client → in-process p50 / p99 / max (ms) | in-process → client p50 / p99 / max (ms) | p99 vs baseline (→ / ←) |\n");
     out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (phase, is_baseline) in phases {
         let per_room = phase.cpu_process / phase.rooms as f64;
         let ratio =
             |value: f64, base: f64| if base > 0.0 { format!("{:.2}×", value / base) } else { "–".to_owned() };
+        // What each room beyond the baseline's added: the fixed cost of the process and its
+        // idle runtimes is in the baseline.
         let (cpu_ratio, p99_ratio) = match baseline {
-            Some(base) if !is_baseline => (
-                ratio(per_room, base.cpu_process / base.rooms as f64),
+            Some(base) if !is_baseline && phase.rooms > base.rooms => (
+                format!(
+                    "{:.2} ({:.2})",
+                    (phase.cpu_process - base.cpu_process) / (phase.rooms - base.rooms) as f64,
+                    (phase.cpu_server - base.cpu_server) / (phase.rooms - base.rooms) as f64
+                ),
                 format!(
                     "{} / {}",
                     ratio(phase.to_in_process.p99_ms.unwrap_or(0.0), base.to_in_process.p99_ms.unwrap_or(0.0)),
@@ -804,20 +818,21 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
         ));
     }
     out.push_str("\nLatency detail (ms, p50 / p99 / max; samples):\n\n");
-    out.push_str("| rooms | client → server socket | client → in-process | in-process release → client socket | in-process push → client socket (with the pacer's hold) | push → client app | wake-up lag, room-server runtime | wake-up lag, room-client runtime |\n");
-    out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    out.push_str("| rooms | client → server socket | client → in-process | in-process release → client socket | in-process push → client socket (with the pacer's hold) | push → client app | push → push reply (room actor queueing) | wake-up lag, room-server runtime | wake-up lag, room-client runtime |\n");
+    out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (phase, _) in phases {
         let cell = |summary: &Summary| {
             format!("{} / {} / {}; {}", ms(summary.p50_ms), ms(summary.p99_ms), ms(summary.max_ms), summary.count)
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             phase.rooms,
             cell(&phase.to_server_socket),
             cell(&phase.to_in_process),
             cell(&phase.released_to_client_socket),
             cell(&phase.to_client_socket),
             cell(&phase.to_client_app),
+            cell(&phase.push_reply),
             cell(&phase.server_wake_lag),
             cell(&phase.client_wake_lag),
         ));
