@@ -1808,7 +1808,8 @@ fn opus_pt(rtc: &mut Rtc, downstream: &HashMap<String, Mid>) -> Option<Pt> {
     writer.payload_params().next().map(|params| params.pt())
 }
 
-fn leave_request(reason: LeaveReason, can_reconnect: bool) -> proto::LeaveRequest {
+/// A leave with LiveKit's action for it: reconnect when the client may come back, else disconnect.
+pub(crate) fn leave_request(reason: LeaveReason, can_reconnect: bool) -> proto::LeaveRequest {
     proto::LeaveRequest {
         can_reconnect,
         reason: reason.to_proto() as i32,

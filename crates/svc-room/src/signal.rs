@@ -163,16 +163,7 @@ fn encode(message: proto::signal_response::Message) -> Message {
 }
 
 fn leave(reason: LeaveReason, reconnect: bool) -> proto::signal_response::Message {
-    proto::signal_response::Message::Leave(proto::LeaveRequest {
-        can_reconnect: reconnect,
-        reason: reason.to_proto() as i32,
-        action: if reconnect {
-            proto::leave_request::Action::Reconnect
-        } else {
-            proto::leave_request::Action::Disconnect
-        } as i32,
-        regions: None,
-    })
+    proto::signal_response::Message::Leave(crate::core::leave_request(reason, reconnect))
 }
 
 fn now_ms() -> i64 {

@@ -15,8 +15,9 @@ use svc_audio::{FRAME_SAMPLES, OpusEncoder, TrackDecoder};
 use svc_room::client::{ClientError, ClientEvent, ClientOptions, RoomClient};
 use svc_room::{
     LeaveReason, LocalJoinOptions, LocalParticipant, ParticipantKind, RoomCredentials, RoomEvent, RoomServer,
-    RoomServerConfig,
 };
+
+mod support;
 
 const KEY: &str = "devkey";
 const SECRET: &str = "secret_secret_secret_secret_secret_";
@@ -34,21 +35,8 @@ struct Harness {
 }
 
 async fn start() -> Harness {
-    let credentials = RoomCredentials::new(KEY, SECRET);
-    let config = RoomServerConfig {
-        udp_port: 0,
-        node_ips: vec!["127.0.0.1".parse().expect("ip")],
-        empty_timeout: Duration::from_secs(2),
-        ..Default::default()
-    };
-    let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let http = listener.local_addr().expect("addr");
-    let router = axum::Router::new().nest("/room", room.router());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    Harness { room, url: format!("ws://{http}/room"), credentials }
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(2)).await;
+    Harness { url: started.url(), room: started.room, credentials: started.credentials }
 }
 
 impl Harness {

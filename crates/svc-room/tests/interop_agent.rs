@@ -17,10 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use svc_audio::analysis::best_correlation;
 use svc_audio::wav::read_wav_file;
-use svc_room::{
-    LocalJoinOptions, ParticipantKind, RemoteAudioDecoder, RoomCredentials, RoomEvent, RoomServer, RoomServerConfig,
-    RpcError, rpc_codes,
-};
+use svc_room::{LocalJoinOptions, ParticipantKind, RemoteAudioDecoder, RoomEvent, RpcError, rpc_codes};
+
+mod support;
 
 const SECRET: &str = "interop-agent-secret-0123456789abcdef";
 const ROOM: &str = "interop-agent";
@@ -44,16 +43,8 @@ fn harness() -> PathBuf {
 async fn in_process_agent_and_python_client_exchange_audio_data_rpc_and_attributes() {
     let interop = harness();
     let repo = interop.join("../..");
-    let credentials = RoomCredentials::new("devkey", SECRET);
-    let config =
-        RoomServerConfig { udp_port: 0, node_ips: vec!["127.0.0.1".parse().expect("ip")], ..Default::default() };
-    let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let http = listener.local_addr().expect("addr");
-    let router = axum::Router::new().nest("/room", room.router());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
+    let started = support::start_room("devkey", SECRET, Duration::from_secs(300)).await;
+    let (room, http, credentials) = (started.room, started.http, started.credentials);
 
     let caller_wav = read_wav_file(interop.join("audio/caller.wav")).expect("caller.wav");
     let responder_wav = read_wav_file(interop.join("audio/responder.wav")).expect("responder.wav");

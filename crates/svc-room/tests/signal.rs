@@ -11,10 +11,11 @@ use futures_util::{SinkExt, StreamExt};
 use livekit_protocol as proto;
 use prost::Message as _;
 use svc_room::{
-    LeaveReason, LocalJoinOptions, ParticipantKind, RoomCredentials, RoomEvent, RoomGrant, RoomServer,
-    RoomServerConfig, RoomToken,
+    LeaveReason, LocalJoinOptions, ParticipantKind, RoomCredentials, RoomEvent, RoomGrant, RoomServer, RoomToken,
 };
 use tokio_tungstenite::tungstenite::Message;
+
+mod support;
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -28,21 +29,8 @@ struct Harness {
 }
 
 async fn start() -> Harness {
-    let credentials = RoomCredentials::new(KEY, SECRET);
-    let config = RoomServerConfig {
-        udp_port: 0,
-        node_ips: vec!["127.0.0.1".parse().expect("ip")],
-        empty_timeout: Duration::from_secs(2),
-        ..Default::default()
-    };
-    let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let http = listener.local_addr().expect("addr");
-    let router = axum::Router::new().nest("/room", room.router());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    Harness { room, http, credentials }
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(2)).await;
+    Harness { room: started.room, http: started.http, credentials: started.credentials }
 }
 
 fn now() -> i64 {

@@ -1,0 +1,44 @@
+//! The embedded room as the integration tests run it: a `RoomServer` on loopback (UDP port 0)
+//! with its signalling mounted at `/room` on an axum listener on 127.0.0.1:0.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use svc_room::{RoomCredentials, RoomServer, RoomServerConfig};
+
+/// A running room server and its HTTP address.
+pub struct TestRoom {
+    /// The room server.
+    pub room: RoomServer,
+    /// Where `/room/rtc` answers.
+    pub http: SocketAddr,
+    /// The key tokens are signed with.
+    pub credentials: RoomCredentials,
+}
+
+impl TestRoom {
+    /// The room URL clients are given (`ws://…/room`).
+    #[allow(dead_code)]
+    pub fn url(&self) -> String {
+        format!("ws://{}/room", self.http)
+    }
+}
+
+/// Starts a room server (empty rooms close after `empty_timeout`) with the given key.
+pub async fn start_room(key: &str, secret: &str, empty_timeout: Duration) -> TestRoom {
+    let credentials = RoomCredentials::new(key, secret);
+    let config = RoomServerConfig {
+        udp_port: 0,
+        node_ips: vec!["127.0.0.1".parse().expect("ip")],
+        empty_timeout,
+        ..Default::default()
+    };
+    let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let http = listener.local_addr().expect("addr");
+    let router = axum::Router::new().nest("/room", room.router());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    TestRoom { room, http, credentials }
+}
