@@ -46,7 +46,8 @@ struct Routes {
 
 /// The sockets plus the routing table.
 pub(crate) struct UdpMux {
-    sockets: Vec<Arc<UdpSocket>>,
+    /// Each socket with its bound address (looked up once: `local_addr` is a syscall).
+    sockets: Vec<(SocketAddr, Arc<UdpSocket>)>,
     routes: Mutex<Routes>,
 }
 
@@ -58,14 +59,15 @@ impl UdpMux {
     pub(crate) async fn bind(ips: &[IpAddr], port: u16) -> std::io::Result<Arc<UdpMux>> {
         let mut sockets = Vec::new();
         for ip in ips {
-            sockets.push(Arc::new(UdpSocket::bind(SocketAddr::new(*ip, port)).await?));
+            let socket = UdpSocket::bind(SocketAddr::new(*ip, port)).await?;
+            sockets.push((socket.local_addr()?, Arc::new(socket)));
         }
         Ok(Arc::new(UdpMux { sockets, routes: Mutex::new(Routes::default()) }))
     }
 
     /// The bound addresses, advertised as host candidates.
     pub(crate) fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.sockets.iter().filter_map(|socket| socket.local_addr().ok()).collect()
+        self.sockets.iter().map(|(address, _)| *address).collect()
     }
 
     /// Starts one receive loop per socket; they end with `shutdown`.
@@ -74,21 +76,21 @@ impl UdpMux {
         tasks: &tokio_util::task::TaskTracker,
         shutdown: CancellationToken,
     ) {
-        for socket in &self.sockets {
+        for (address, socket) in &self.sockets {
             let mux = self.clone();
             let socket = socket.clone();
+            let address = *address;
             let shutdown = shutdown.clone();
             tasks.spawn(async move {
                 tokio::select! {
                     () = shutdown.cancelled() => {}
-                    () = mux.receive_loop(socket) => {}
+                    () = mux.receive_loop(socket, address) => {}
                 }
             });
         }
     }
 
-    async fn receive_loop(&self, socket: Arc<UdpSocket>) {
-        let Ok(destination) = socket.local_addr() else { return };
+    async fn receive_loop(&self, socket: Arc<UdpSocket>, destination: SocketAddr) {
         let mut buffer = vec![0u8; MAX_DATAGRAM];
         loop {
             let (length, source) = match socket.recv_from(&mut buffer).await {
@@ -171,8 +173,9 @@ impl UdpMux {
         let socket = self
             .sockets
             .iter()
-            .find(|socket| socket.local_addr().is_ok_and(|addr| addr == source))
-            .or_else(|| self.sockets.first());
+            .find(|(address, _)| *address == source)
+            .or_else(|| self.sockets.first())
+            .map(|(_, socket)| socket);
         if let Some(socket) = socket
             && let Err(error) = socket.try_send_to(contents, destination)
         {
