@@ -164,6 +164,7 @@ pub(crate) enum LocalCommand {
     PublishAudio { name: String },
     UnpublishTrack { track_sid: String },
     PushAudio { track_sid: String, pcm: Vec<i16> },
+    PushOpus { track_sid: String, opus: Bytes },
     ClearAudio { track_sid: String },
     SendData { payload: Bytes, topic: Option<String>, reliable: bool, destinations: Vec<String> },
     SendRpc { destination: String, value: proto::data_packet::Value },
@@ -252,6 +253,8 @@ struct LocalTrack {
     /// Extends the queue's 32-bit RTP clock.
     rtp_base: u64,
     last_rtp: u32,
+    /// Pre-encoded frames (`PushOpus`): when the last one went out and its RTP time.
+    last_opus: Option<(Instant, u64)>,
 }
 
 struct LocalPeer;
@@ -1404,6 +1407,7 @@ impl RoomCore {
             LocalCommand::PublishAudio { name } => self.publish_local_audio(now, key, name),
             LocalCommand::UnpublishTrack { track_sid } => self.unpublish_local(now, key, &track_sid),
             LocalCommand::PushAudio { track_sid, pcm } => self.push_local_audio(now, key, &track_sid, &pcm),
+            LocalCommand::PushOpus { track_sid, opus } => self.push_local_opus(now, key, &track_sid, opus),
             LocalCommand::ClearAudio { track_sid } => match self.local_track(key, &track_sid) {
                 Some(local) => LocalReply::Cleared { discarded_samples: local.queue.clear() },
                 None => LocalReply::Failed(LocalError::UnknownTrack(track_sid)),
@@ -1483,6 +1487,7 @@ impl RoomCore {
                     played_samples: played_samples.clone(),
                     rtp_base: 0,
                     last_rtp: 0,
+                    last_opus: None,
                 }),
             },
         );
@@ -1533,6 +1538,35 @@ impl RoomCore {
         }
         // The first frame of a talkspurt is due at once.
         self.send_local_audio(now, key, track_sid);
+        LocalReply::Done
+    }
+
+    /// Sends one pre-encoded 20 ms Opus frame at once: the caller paces (a relay of frames that
+    /// arrive paced, such as an echo or a forwarded stream). RTP time advances by one frame, or by
+    /// the wall time since the previous frame when more passed, so receivers see real time.
+    fn push_local_opus(&mut self, now: Instant, key: Key, track_sid: &str, opus: Bytes) -> LocalReply {
+        if opus.is_empty() || opus.len() > 1275 {
+            // 1275 bytes is the largest Opus frame (RFC 6716 §3.4).
+            return LocalReply::Failed(LocalError::Encoder(format!("not an Opus frame: {} bytes", opus.len())));
+        }
+        let Some(participant) = self.participants.get_mut(&key) else {
+            return LocalReply::Failed(LocalError::NotInRoom);
+        };
+        let identity: Arc<str> = Arc::from(participant.identity.as_str());
+        let Some(local) = participant.tracks.get_mut(track_sid).and_then(|t| t.local.as_mut()) else {
+            return LocalReply::Failed(LocalError::UnknownTrack(track_sid.to_owned()));
+        };
+        const FRAME: u64 = svc_audio::FRAME_SAMPLES as u64;
+        let rtp = match local.last_opus {
+            None => 0,
+            Some((at, rtp)) => {
+                let elapsed_frames = (now.saturating_duration_since(at).as_micros() as u64 + 10_000) / 20_000;
+                rtp + FRAME * elapsed_frames.max(1)
+            }
+        };
+        local.last_opus = Some((now, rtp));
+        local.played_samples.fetch_add(FRAME, Ordering::Relaxed);
+        self.deliver_audio(now, key, &identity, track_sid, rtp, now, Arc::from(opus.as_ref()));
         LocalReply::Done
     }
 

@@ -308,6 +308,13 @@ impl LocalAudioTrack {
         expect_done(send_command(&self.commands, self.key, command).await?)
     }
 
+    /// Sends one pre-encoded 20 ms Opus frame now, unpaced: for relaying frames that already
+    /// arrive in real time. Feed a track with either this or [`LocalAudioTrack::push_pcm`].
+    pub async fn push_opus(&self, opus: Bytes) -> Result<(), RoomError> {
+        let command = LocalCommand::PushOpus { track_sid: self.sid.clone(), opus };
+        expect_done(send_command(&self.commands, self.key, command).await?)
+    }
+
     /// Drops queued audio (barge-in) and returns how many samples were never played.
     pub async fn clear(&self) -> Result<usize, RoomError> {
         match send_command(&self.commands, self.key, LocalCommand::ClearAudio { track_sid: self.sid.clone() }).await? {

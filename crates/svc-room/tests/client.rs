@@ -514,3 +514,53 @@ async fn a_bad_token_is_refused_with_the_servers_reason() {
     }
     harness.room.shutdown().await;
 }
+
+#[tokio::test]
+async fn pre_encoded_frames_relayed_with_push_opus_arrive_unchanged_on_the_rtp_clock() {
+    let harness = start().await;
+    let agent = harness.agent("relay").await;
+    let track = agent.publish_audio("relay").await.expect("publish");
+    let mut alice = harness.client("relay", "alice").await;
+    client_wait(&mut alice, "alice's subscription to the agent's track", |event| match event {
+        ClientEvent::TrackSubscribed { track_sid, .. } if *track_sid == track.sid() => Some(()),
+        _ => None,
+    })
+    .await;
+    // The media path may still be connecting; wait until a frame gets through.
+    let mut encoder = OpusEncoder::new_voice().expect("encoder");
+    let frames = encode_all(&mut encoder, &speech_like_signal(60 * FRAME_SAMPLES));
+    let mut ticker = tokio::time::interval(Duration::from_millis(20));
+    let mut received: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut sent = 0usize;
+    within(3 * WAIT, "the relayed frames at alice", async {
+        while received.len() < 40 {
+            tokio::select! {
+                _ = ticker.tick(), if sent < frames.len() => {
+                    track.push_opus(frames[sent].clone().into()).await.expect("push_opus");
+                    sent += 1;
+                }
+                event = alice.next_event() => match event {
+                    Some(ClientEvent::AudioFrame(frame)) => received.push((frame.rtp_timestamp, frame.opus.to_vec())),
+                    Some(_) => {}
+                    None => panic!("alice closed"),
+                },
+            }
+        }
+    })
+    .await;
+    assert_eq!(track.played_samples(), (sent * FRAME_SAMPLES) as u64);
+    // Frames arrive byte for byte, in order, whole 20 ms steps apart on the RTP clock.
+    let first = frames.iter().position(|frame| *frame == received[0].1).expect("first frame is one we sent");
+    for (offset, (rtp, bytes)) in received.iter().enumerate() {
+        assert_eq!(*bytes, frames[first + offset], "frame {offset} changed on the way");
+        if offset > 0 {
+            // One frame per step, or more when the sender stalled (RTP follows the wall clock).
+            let step = rtp - received[offset - 1].0;
+            assert!(
+                step >= FRAME_SAMPLES as u64 && step.is_multiple_of(FRAME_SAMPLES as u64),
+                "RTP step {step} at {offset}"
+            );
+        }
+    }
+    assert!(track.push_opus(bytes::Bytes::new()).await.is_err(), "an empty frame is refused");
+}

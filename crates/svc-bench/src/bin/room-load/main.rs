@@ -95,6 +95,9 @@ enum EchoMode {
     Pcm,
     /// Receive only (no decode, nothing published): the room's forwarding and the clients.
     Receive,
+    /// Full duplex without codecs: each received Opus frame goes straight back through its own
+    /// published track (`push_opus`): the room forwarding both ways.
+    Opus,
 }
 
 fn main() -> ExitCode {
@@ -511,7 +514,7 @@ impl RoomContext {
                 };
                 let participant = room.join_local(&name, options).await?;
                 let track = match mode {
-                    EchoMode::Pcm => Some(participant.publish_audio("echo").await?),
+                    EchoMode::Pcm | EchoMode::Opus => Some(participant.publish_audio("echo").await?),
                     EchoMode::Receive => None,
                 };
                 anyhow::Ok((participant, track))
@@ -527,7 +530,7 @@ impl RoomContext {
             .await
             .with_context(|| format!("client of room {} publishing", self.index))?;
         // The echo's track was in the room before the client joined: it is in the first offer.
-        let wait = if self.mode == EchoMode::Pcm { Duration::from_secs(10) } else { Duration::ZERO };
+        let wait = if self.mode != EchoMode::Receive { Duration::from_secs(10) } else { Duration::ZERO };
         let subscribed = tokio::time::timeout(wait, async {
             while let Some(event) = client.next_event().await {
                 if let ClientEvent::TrackSubscribed { track_sid, .. } = event {
@@ -540,13 +543,21 @@ impl RoomContext {
         .ok()
         .flatten();
         let echo_track = match (self.mode, subscribed) {
-            (EchoMode::Pcm, Some(track)) => track,
-            (EchoMode::Pcm, None) => anyhow::bail!("client of room {} never subscribed to the echo", self.index),
+            (EchoMode::Pcm | EchoMode::Opus, Some(track)) => track,
+            (EchoMode::Pcm | EchoMode::Opus, None) => {
+                anyhow::bail!("client of room {} never subscribed to the echo", self.index)
+            }
             (EchoMode::Receive, _) => String::new(),
         };
 
-        let echo =
-            self.server.spawn(echo(participant, track, probe.clone(), self.probes.clone(), self.echo_stop.clone()));
+        let echo = self.server.spawn(echo(
+            participant,
+            track,
+            self.mode == EchoMode::Opus,
+            probe.clone(),
+            self.probes.clone(),
+            self.echo_stop.clone(),
+        ));
         let sender = tokio::spawn(send_frames(
             client.audio_sender(),
             self.frames.clone(),
@@ -611,6 +622,7 @@ async fn send_frames(
 async fn echo(
     mut participant: LocalParticipant,
     track: Option<LocalAudioTrack>,
+    relay_opus: bool,
     probe: Arc<RoomProbe>,
     probes: Arc<Probes>,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -638,6 +650,23 @@ async fn echo(
             _ => {}
         }
         let Some(track) = &track else { continue };
+        if relay_opus {
+            // `push_opus` sends at once: every frame is released at its push.
+            let push =
+                Arc::new(Push { at: Instant::now(), measured: probes.measuring(), unpaced: AtomicBool::new(true) });
+            probes.frames_unpaced.fetch_add(1, Ordering::Relaxed);
+            lock(&probe.pushes).push_back(push.clone());
+            if track.push_opus(frame.opus.clone()).await.is_err() {
+                probes.push_errors.fetch_add(1, Ordering::Relaxed);
+                lock(&probe.pushes).pop_back();
+                continue;
+            }
+            probes.frames_pushed.fetch_add(1, Ordering::Relaxed);
+            if push.measured {
+                probes.push_reply.record(push.at.elapsed());
+            }
+            continue;
+        }
         if decoder.decode(&frame, &mut pcm).is_err() {
             continue;
         }
@@ -764,6 +793,7 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
         e = match args.echo {
             EchoMode::Pcm => "`pcm` (the in-process participant decodes every frame and pushes the PCM into its track; the room encodes and paces it)",
             EchoMode::Receive => "`receive` (the in-process participant only receives; nothing is decoded, encoded or sent back)",
+            EchoMode::Opus => "`opus` (the in-process participant sends every received Opus frame straight back with `push_opus`: forwarding both ways, no codec work)",
         },
         t = args.threads,
         i = args.event_interval,
