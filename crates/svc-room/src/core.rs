@@ -711,8 +711,8 @@ impl RoomCore {
         let Some(participant) = self.participants.get_mut(&key) else { return };
         let audio = request.r#type == proto::TrackType::Audio as i32;
         if !participant.permissions.can_publish || !audio || participant.tracks.len() >= MAX_TRACKS_PER_PARTICIPANT {
-            // LiveKit answers nothing here either; the client's publish times out with a
-            // clear error. Tell it why through a request response as well.
+            // LiveKit answers nothing here either: the client's publish times out with its own
+            // clear error ("publication of local track timed out"). The log says why.
             tracing::info!(room = %self.name, identity = %participant.identity, audio, "add_track refused");
             let _ = now;
             return;
