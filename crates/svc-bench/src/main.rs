@@ -272,10 +272,10 @@ async fn measure(args: &Args, workers: usize, storage: &Storage) -> anyhow::Resu
     }
 
     let info = RunInfo {
-        cpu: cpu_model(),
+        cpu: svc_bench::cpu_model(),
         nproc: workers,
-        command: command_line(),
-        commit: git_tree(),
+        command: svc_bench::command_line(""),
+        commit: svc_bench::git_tree(),
         database: storage.description.clone(),
         plan,
         release: !cfg!(debug_assertions),
@@ -317,56 +317,6 @@ async fn drive_load(
     let start_outcome = outcomes.pop().context("no start outcome")?;
     let verify_outcome = outcomes.pop().context("no verify outcome")?;
     Ok((verify_outcome, start_outcome, 1))
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, model)| model.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned())
-}
-
-/// The cargo command that reproduces this run (credentials in URLs redacted).
-fn command_line() -> String {
-    let mut command = if cfg!(debug_assertions) {
-        "cargo run -p svc-bench".to_owned()
-    } else {
-        "cargo run --release -p svc-bench".to_owned()
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if !args.is_empty() {
-        command.push_str(" --");
-        for arg in args {
-            let arg = if arg.contains("://") { svc_store::redact_url(&arg) } else { arg };
-            command.push(' ');
-            if arg.is_empty() || arg.chars().any(|c| !(c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c))) {
-                command.push_str(&format!("'{}'", arg.replace('\'', r"'\''")));
-            } else {
-                command.push_str(&arg);
-            }
-        }
-    }
-    command
-}
-
-/// Short commit and whether the work tree has changes, when run inside the repository.
-fn git_tree() -> Option<String> {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|output| output.status.success())
-            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    };
-    let commit = git(&["rev-parse", "--short", "HEAD"])?;
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|status| !status.is_empty());
-    Some(if dirty { format!("`{commit}` with local changes") } else { format!("`{commit}`") })
 }
 
 #[cfg(test)]

@@ -783,10 +783,10 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "- Machine: {} (nproc {})\n- Command: `{}`\n- Tree: {}\n",
-        cpu_model(),
+        svc_bench::cpu_model(),
         std::thread::available_parallelism().map_or(0, usize::from),
-        command_line(),
-        git_tree().unwrap_or_else(|| "unknown".to_owned()),
+        svc_bench::command_line(" --bin room-load"),
+        svc_bench::git_tree().unwrap_or_else(|| "unknown".to_owned()),
     ));
     out.push_str(&format!(
         "- Setup: one process; room server + `/room` HTTP on 127.0.0.1 on a {t}-thread runtime (`room-server`, which also runs the in-process echoes), the str0m clients on another {t}-thread runtime (`room-client`); both share the machine's cores; tokio `event_interval` {i}. Echo: {e}. {w} s warm-up, {s} s measured per phase. RSS before any room: {r:.0} MiB.\n\n",
@@ -894,44 +894,4 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
         out.push_str("\n**Unhealthy run**: fewer than 90 % of the frames made it through in some phase.\n");
     }
     out
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, model)| model.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned())
-}
-
-fn command_line() -> String {
-    let mut command = if cfg!(debug_assertions) {
-        "cargo run -p svc-bench --bin room-load".to_owned()
-    } else {
-        "cargo run --release -p svc-bench --bin room-load".to_owned()
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if !args.is_empty() {
-        command.push_str(" -- ");
-        command.push_str(&args.join(" "));
-    }
-    command
-}
-
-fn git_tree() -> Option<String> {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|output| output.status.success())
-            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    };
-    let commit = git(&["rev-parse", "--short", "HEAD"])?;
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|status| !status.is_empty());
-    Some(if dirty { format!("`{commit}` with local changes") } else { format!("`{commit}`") })
 }
