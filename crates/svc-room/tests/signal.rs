@@ -126,6 +126,26 @@ async fn expect_leave(socket: &mut Socket) -> proto::LeaveRequest {
     .await
 }
 
+/// Waits for the update saying `identity` left.
+async fn expect_gone(socket: &mut Socket, identity: &str) -> proto::ParticipantInfo {
+    next_matching(socket, |message| match message {
+        proto::signal_response::Message::Update(update) => update
+            .participants
+            .into_iter()
+            .find(|p| p.identity == identity && p.state == proto::participant_info::State::Disconnected as i32),
+        _ => None,
+    })
+    .await
+}
+
+async fn expect_request_response(socket: &mut Socket) -> proto::RequestResponse {
+    next_matching(socket, |message| match message {
+        proto::signal_response::Message::RequestResponse(response) => Some(response),
+        _ => None,
+    })
+    .await
+}
+
 async fn expect_closed(socket: &mut Socket) {
     loop {
         match tokio::time::timeout(Duration::from_secs(5), socket.next()).await.expect("closed in time") {
@@ -275,14 +295,7 @@ async fn an_oversized_message_closes_only_its_own_connection() {
     let _ = socket.send(Message::Binary(vec![0u8; 1024 * 1024].into())).await;
     expect_closed(&mut socket).await;
     // The other participant sees alice leave and keeps working.
-    let gone = next_matching(&mut bystander, |message| match message {
-        proto::signal_response::Message::Update(update) => update
-            .participants
-            .into_iter()
-            .find(|p| p.identity == "alice" && p.state == proto::participant_info::State::Disconnected as i32),
-        _ => None,
-    })
-    .await;
+    let gone = expect_gone(&mut bystander, "alice").await;
     assert!(gone.sid.starts_with("PA_"));
     ping_answered(&mut bystander).await;
 }
@@ -331,14 +344,7 @@ async fn a_broken_sdp_offer_gets_a_leave_and_others_see_the_participant_go() {
     .await;
     let leave = expect_leave(&mut alice).await;
     assert_eq!(leave.reason, proto::DisconnectReason::StateMismatch as i32);
-    next_matching(&mut bob, |message| match message {
-        proto::signal_response::Message::Update(update) => update
-            .participants
-            .into_iter()
-            .find(|p| p.identity == "alice" && p.state == proto::participant_info::State::Disconnected as i32),
-        _ => None,
-    })
-    .await;
+    expect_gone(&mut bob, "alice").await;
     ping_answered(&mut bob).await;
 }
 
@@ -360,11 +366,7 @@ async fn attribute_updates_reach_everyone_with_rising_versions_and_need_the_gran
         }),
     )
     .await;
-    let response = next_matching(&mut bob, |message| match message {
-        proto::signal_response::Message::RequestResponse(response) => Some(response),
-        _ => None,
-    })
-    .await;
+    let response = expect_request_response(&mut bob).await;
     assert_eq!((response.request_id, response.reason), (7, proto::request_response::Reason::Ok as i32));
     // Bob sees his own update (JS resolves setAttributes on it); Alice sees it too.
     let own = next_matching(&mut bob, |message| match message {
@@ -397,11 +399,7 @@ async fn attribute_updates_reach_everyone_with_rising_versions_and_need_the_gran
         }),
     )
     .await;
-    let response = next_matching(&mut carol, |message| match message {
-        proto::signal_response::Message::RequestResponse(response) => Some(response),
-        _ => None,
-    })
-    .await;
+    let response = expect_request_response(&mut carol).await;
     assert_eq!((response.request_id, response.reason), (9, proto::request_response::Reason::NotAllowed as i32));
 }
 
