@@ -380,6 +380,28 @@ impl Core {
         self.emit(ProviderEvent::Usage(totals));
     }
 
+    /// The shared answer to a failed connect: a refused key is fatal, so is any failure before
+    /// the session was ever ready; later failures retry within the reconnect budget.
+    pub fn connect_failed(&mut self, now: Instant, failure: ConnectFailure) {
+        match failure.status {
+            Some(401 | 403) => {
+                self.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message))
+            }
+            _ if !self.was_ready => self.error(true, "connect_failed", failure.message),
+            _ => self.schedule_retry(now, &failure.message),
+        }
+    }
+
+    /// Parses an upstream text frame as JSON; a frame that is not JSON is a per-turn error.
+    pub fn parse_frame(&mut self, now: Instant, text: &str) -> Option<serde_json::Value> {
+        self.ms(now);
+        let parsed = serde_json::from_str(text).ok();
+        if parsed.is_none() {
+            self.error(false, "bad_frame", "upstream sent a frame that is not JSON");
+        }
+        parsed
+    }
+
     /// A connection attempt failed or the link dropped: schedule a retry with backoff
     /// (0.5 s doubling to 4 s) within the reconnect budget, or fail the session.
     pub fn schedule_retry(&mut self, now: Instant, why: &str) {

@@ -711,21 +711,11 @@ impl Codec for GptLiveCodec {
     }
 
     fn handle_connect_failed(&mut self, now: Instant, failure: ConnectFailure) {
-        match failure.status {
-            Some(401 | 403) => {
-                self.core.error(true, "unauthorized", format!("upstream refused the key: {}", failure.message))
-            }
-            _ if !self.core.was_ready => self.core.error(true, "connect_failed", failure.message),
-            _ => self.core.schedule_retry(now, &failure.message),
-        }
+        self.core.connect_failed(now, failure);
     }
 
     fn handle_upstream_message(&mut self, now: Instant, text: &str) {
-        self.core.ms(now);
-        let Ok(event) = serde_json::from_str::<Value>(text) else {
-            self.core.error(false, "bad_frame", "upstream sent a frame that is not JSON");
-            return;
-        };
+        let Some(event) = self.core.parse_frame(now, text) else { return };
         match event.get("type").and_then(Value::as_str).unwrap_or("") {
             "session.started" => self.on_session_started(now, &event),
             "session.output_audio.delta" => match event.get("delta").and_then(Value::as_str).and_then(decode_pcm) {
