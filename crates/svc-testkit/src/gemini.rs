@@ -8,8 +8,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures_util::{SinkExt, StreamExt};
+use axum::extract::ws::{Message, WebSocket};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -89,23 +89,8 @@ impl Conn {
 }
 
 pub(crate) async fn serve(socket: WebSocket, shared: Arc<Shared>, index: usize, mut control: mpsc::Receiver<Action>) {
-    let (mut sink, mut stream) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Out>(4096);
-    let writer = tokio::spawn(async move {
-        while let Some(out) = out_rx.recv().await {
-            match out {
-                Out::Frame(frame) => {
-                    if sink.send(Message::Text(frame.to_string().into())).await.is_err() {
-                        break;
-                    }
-                }
-                Out::Close(code, reason) => {
-                    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
-                    break;
-                }
-            }
-        }
-    });
+    let (sink, mut stream) = socket.split();
+    let (out_tx, writer) = crate::realtime::spawn_writer(sink, 4096);
     let conn = Arc::new(Conn { shared: shared.clone(), index, out: out_tx, state: Mutex::new(State::default()) });
     loop {
         tokio::select! {

@@ -20,6 +20,31 @@ pub(crate) enum Out {
     Close(u16, String),
 }
 
+/// Writes what a fake connection queues, in order, until a close or a send failure; `capacity`
+/// frames may wait.
+pub(crate) fn spawn_writer(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    capacity: usize,
+) -> (mpsc::Sender<Out>, tokio::task::JoinHandle<()>) {
+    let (out_tx, mut out_rx) = mpsc::channel::<Out>(capacity);
+    let writer = tokio::spawn(async move {
+        while let Some(out) = out_rx.recv().await {
+            match out {
+                Out::Frame(frame) => {
+                    if sink.send(Message::Text(frame.to_string().into())).await.is_err() {
+                        break;
+                    }
+                }
+                Out::Close(code, reason) => {
+                    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+                    break;
+                }
+            }
+        }
+    });
+    (out_tx, writer)
+}
+
 #[derive(Default)]
 struct State {
     seq: u64,
@@ -85,23 +110,8 @@ pub(crate) async fn serve(
     model: String,
     mut control: mpsc::Receiver<Action>,
 ) {
-    let (mut sink, mut stream) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Out>(4096);
-    let writer = tokio::spawn(async move {
-        while let Some(out) = out_rx.recv().await {
-            match out {
-                Out::Frame(frame) => {
-                    if sink.send(Message::Text(frame.to_string().into())).await.is_err() {
-                        break;
-                    }
-                }
-                Out::Close(code, reason) => {
-                    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
-                    break;
-                }
-            }
-        }
-    });
+    let (sink, mut stream) = socket.split();
+    let (out_tx, writer) = spawn_writer(sink, 4096);
     let flavor = shared.flavor;
     let conn = Arc::new(Conn {
         shared: shared.clone(),
