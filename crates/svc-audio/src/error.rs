@@ -32,6 +32,12 @@ pub enum AudioError {
         /// The bound.
         max: usize,
     },
+    /// A sample rate libopus does not run at (8, 12, 16, 24 or 48 kHz).
+    #[error("Opus cannot run at {rate_hz} Hz (8, 12, 16, 24 or 48 kHz)")]
+    UnsupportedRate {
+        /// The rate asked for.
+        rate_hz: u32,
+    },
     /// libopus failed where no input of ours should make it fail (creation, settings).
     #[error("libopus {function} failed: {description}")]
     Codec {

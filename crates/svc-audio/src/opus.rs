@@ -1,4 +1,8 @@
-//! Opus encode and decode for the room's one format: 48 kHz mono in 20 ms frames.
+//! Opus encode and decode, mono, in 20 ms frames: the room's 48 kHz, or any rate libopus runs at
+//! natively (8, 12, 16, 24 kHz) so that the session runtime can decode a user's audio straight to
+//! a provider's input rate and encode a provider's 24 kHz speech without a resampler in between.
+//! The Opus bitstream does not depend on the rate the encoder was fed (RTP timestamps stay on the
+//! 48 kHz clock, RFC 7587), so a packet encoded from 24 kHz decodes at 48 kHz and the reverse.
 //!
 //! Thin, allocation-aware wrappers over libopus (the system library, through the `opus` crate)
 //! that turn every libopus failure into an [`AudioError`] and guard the two things libopus leaves
@@ -24,6 +28,19 @@ const CONCEAL_STEP_SAMPLES: usize = 120;
 /// Concealment fades to silence within about 100 ms, so a longer gap is no longer a loss to hide
 /// but a pause; the bound keeps a hostile length from becoming a huge allocation.
 pub const MAX_CONCEAL_SAMPLES: usize = 48_000;
+
+/// Sample rates libopus encodes and decodes natively.
+pub const OPUS_RATES_HZ: [u32; 5] = [8_000, 12_000, 16_000, 24_000, 48_000];
+
+/// Samples in one 20 ms frame at `rate_hz`.
+#[must_use]
+pub const fn frame_samples_at(rate_hz: u32) -> usize {
+    (rate_hz / 50) as usize
+}
+
+fn check_rate(rate_hz: u32) -> Result<u32, AudioError> {
+    if OPUS_RATES_HZ.contains(&rate_hz) { Ok(rate_hz) } else { Err(AudioError::UnsupportedRate { rate_hz }) }
+}
 
 /// Which libopus application profile the encoder uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,11 +120,14 @@ impl Default for EncoderConfig {
     }
 }
 
-/// Encodes 20 ms frames of 48 kHz mono PCM16 into Opus packets.
+/// Encodes 20 ms frames of mono PCM16 into Opus packets (48 kHz unless built
+/// [`OpusEncoder::with_rate`]).
 ///
 /// One encoder per outgoing stream: the encoder carries state from frame to frame.
 pub struct OpusEncoder {
     inner: ::opus::Encoder,
+    /// Samples per 20 ms frame at the input rate.
+    frame_samples: usize,
     /// Samples by which the decoded output lags the input (libopus's look-ahead), read once at
     /// construction because libopus only reports it through a `&mut` control call.
     lookahead_samples: usize,
@@ -115,7 +135,10 @@ pub struct OpusEncoder {
 
 impl std::fmt::Debug for OpusEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpusEncoder").field("lookahead_samples", &self.lookahead_samples).finish_non_exhaustive()
+        f.debug_struct("OpusEncoder")
+            .field("frame_samples", &self.frame_samples)
+            .field("lookahead_samples", &self.lookahead_samples)
+            .finish_non_exhaustive()
     }
 }
 
@@ -135,12 +158,25 @@ impl OpusEncoder {
     ///
     /// [`AudioError::Codec`] if libopus cannot create the encoder or rejects a setting.
     pub fn with_config(config: EncoderConfig) -> Result<Self, AudioError> {
+        Self::with_rate(config, SAMPLE_RATE_HZ)
+    }
+
+    /// An encoder fed PCM at `rate_hz` (one of [`OPUS_RATES_HZ`]), e.g. a provider's 24 kHz
+    /// speech: libopus codes it natively, which costs less than resampling to 48 kHz first and
+    /// loses nothing (the speech holds nothing above 12 kHz).
+    ///
+    /// # Errors
+    ///
+    /// [`AudioError::UnsupportedRate`] for another rate; [`AudioError::Codec`] as
+    /// [`OpusEncoder::with_config`].
+    pub fn with_rate(config: EncoderConfig, rate_hz: u32) -> Result<Self, AudioError> {
+        let rate_hz = check_rate(rate_hz)?;
         let opus = |error: ::opus::Error| AudioError::from_opus(&error);
         let application = match config.application {
             OpusApplication::Voip => Application::Voip,
             OpusApplication::Audio => Application::Audio,
         };
-        let mut inner = ::opus::Encoder::new(SAMPLE_RATE_HZ, Channels::Mono, application).map_err(opus)?;
+        let mut inner = ::opus::Encoder::new(rate_hz, Channels::Mono, application).map_err(opus)?;
         inner.set_bitrate(Bitrate::Bits(config.bitrate_bps)).map_err(opus)?;
         inner.set_complexity(config.complexity).map_err(opus)?;
         inner.set_signal(Signal::Voice).map_err(opus)?;
@@ -151,10 +187,16 @@ impl OpusEncoder {
         inner.set_dtx(false).map_err(opus)?;
         let lookahead = inner.get_lookahead().map_err(opus)?;
         let lookahead_samples = usize::try_from(lookahead).unwrap_or(0);
-        Ok(Self { inner, lookahead_samples })
+        Ok(Self { inner, frame_samples: frame_samples_at(rate_hz), lookahead_samples })
     }
 
-    /// Encodes one frame of exactly [`FRAME_SAMPLES`] samples into a new packet.
+    /// Samples of one 20 ms frame at this encoder's rate ([`FRAME_SAMPLES`] at 48 kHz).
+    #[must_use]
+    pub fn frame_samples(&self) -> usize {
+        self.frame_samples
+    }
+
+    /// Encodes one frame of exactly [`OpusEncoder::frame_samples`] samples into a new packet.
     ///
     /// # Errors
     ///
@@ -173,8 +215,8 @@ impl OpusEncoder {
     /// As [`OpusEncoder::encode_frame`]; on error `packet` is left empty.
     pub fn encode_frame_into(&mut self, pcm: &[i16], packet: &mut Vec<u8>) -> Result<(), AudioError> {
         packet.clear();
-        if pcm.len() != FRAME_SAMPLES {
-            return Err(AudioError::FrameLength { expected: FRAME_SAMPLES, actual: pcm.len() });
+        if pcm.len() != self.frame_samples {
+            return Err(AudioError::FrameLength { expected: self.frame_samples, actual: pcm.len() });
         }
         packet.resize(MAX_PACKET_BYTES, 0);
         match self.inner.encode(pcm, packet) {
@@ -189,8 +231,8 @@ impl OpusEncoder {
         }
     }
 
-    /// Samples by which decoded audio lags the encoded input: 312 (6.5 ms) at 48 kHz for both
-    /// application profiles. Measured waveform delay is within a few samples of it (307–310).
+    /// Samples (at the input rate) by which decoded audio lags the encoded input: 312 (6.5 ms)
+    /// at 48 kHz for both application profiles. Measured waveform delay is within a few samples of it (307–310).
     #[must_use]
     pub fn lookahead_samples(&self) -> usize {
         self.lookahead_samples
@@ -213,13 +255,19 @@ impl OpusEncoder {
 /// [`AudioError::InvalidPacket`] for an empty packet, a malformed table-of-contents or frame
 /// count, or a packet longer than 120 ms.
 pub fn packet_samples(packet: &[u8]) -> Result<usize, AudioError> {
+    packet_samples_at(packet, SAMPLE_RATE_HZ)
+}
+
+/// [`packet_samples`] at `rate_hz`.
+fn packet_samples_at(packet: &[u8], rate_hz: u32) -> Result<usize, AudioError> {
     if packet.is_empty() {
         return Err(AudioError::InvalidPacket { reason: "empty packet" });
     }
-    match ::opus::packet::get_nb_samples(packet, SAMPLE_RATE_HZ) {
+    let max = MAX_PACKET_SAMPLES / (SAMPLE_RATE_HZ / rate_hz) as usize;
+    match ::opus::packet::get_nb_samples(packet, rate_hz) {
         Ok(0) => Err(AudioError::InvalidPacket { reason: "packet holds no audio" }),
         // libopus already refuses packets over 120 ms; the check keeps our buffer sizing local.
-        Ok(samples) if samples <= MAX_PACKET_SAMPLES => Ok(samples),
+        Ok(samples) if samples <= max => Ok(samples),
         Ok(_) => Err(AudioError::InvalidPacket { reason: "packet longer than 120 ms" }),
         Err(_) => Err(AudioError::InvalidPacket { reason: "malformed table-of-contents or frame count" }),
     }
@@ -227,17 +275,20 @@ pub fn packet_samples(packet: &[u8]) -> Result<usize, AudioError> {
 
 /// Samples per Opus frame inside `packet` (a packet may carry several frames); the unit in which
 /// in-band FEC recovers audio.
-fn packet_frame_samples(packet: &[u8]) -> Result<usize, AudioError> {
-    ::opus::packet::get_samples_per_frame(packet, SAMPLE_RATE_HZ)
+fn packet_frame_samples(packet: &[u8], rate_hz: u32) -> Result<usize, AudioError> {
+    ::opus::packet::get_samples_per_frame(packet, rate_hz)
         .map_err(|_| AudioError::InvalidPacket { reason: "malformed table-of-contents" })
 }
 
-/// Decodes Opus packets to 48 kHz mono PCM16, and hides losses.
+/// Decodes Opus packets to mono PCM16 (48 kHz unless built [`OpusDecoder::with_rate`]), and
+/// hides losses.
 ///
 /// One decoder per received stream. All methods append to the caller's `Vec`, so a consumer can
-/// collect a whole stream in one buffer, and leave it as it was when they fail.
+/// collect a whole stream in one buffer, and leave it as it was when they fail. Sample counts
+/// (`conceal`, `decode_fec`) are at the decoder's rate.
 pub struct OpusDecoder {
     inner: ::opus::Decoder,
+    rate_hz: u32,
 }
 
 impl std::fmt::Debug for OpusDecoder {
@@ -253,9 +304,31 @@ impl OpusDecoder {
     ///
     /// [`AudioError::Codec`] if libopus cannot create the decoder.
     pub fn new() -> Result<Self, AudioError> {
-        let inner =
-            ::opus::Decoder::new(SAMPLE_RATE_HZ, Channels::Mono).map_err(|error| AudioError::from_opus(&error))?;
-        Ok(Self { inner })
+        Self::with_rate(SAMPLE_RATE_HZ)
+    }
+
+    /// A mono decoder that outputs `rate_hz` (one of [`OPUS_RATES_HZ`]): libopus decodes to the
+    /// rate natively, which is cheaper than decoding at 48 kHz and resampling.
+    ///
+    /// # Errors
+    ///
+    /// [`AudioError::UnsupportedRate`] for another rate; [`AudioError::Codec`] if libopus cannot
+    /// create the decoder.
+    pub fn with_rate(rate_hz: u32) -> Result<Self, AudioError> {
+        let rate_hz = check_rate(rate_hz)?;
+        let inner = ::opus::Decoder::new(rate_hz, Channels::Mono).map_err(|error| AudioError::from_opus(&error))?;
+        Ok(Self { inner, rate_hz })
+    }
+
+    /// The output rate.
+    #[must_use]
+    pub fn rate_hz(&self) -> u32 {
+        self.rate_hz
+    }
+
+    /// Most samples one concealment call fills at this rate (one second).
+    fn max_conceal(&self) -> usize {
+        self.rate_hz as usize
     }
 
     /// Decodes `packet`, appending its samples to `out`; returns how many were appended.
@@ -266,7 +339,7 @@ impl OpusDecoder {
     /// use [`OpusDecoder::conceal`] for a lost packet). `out` is then unchanged and the decoder
     /// stays usable.
     pub fn decode(&mut self, packet: &[u8], out: &mut Vec<i16>) -> Result<usize, AudioError> {
-        let samples = packet_samples(packet)?;
+        let samples = packet_samples_at(packet, self.rate_hz)?;
         let start = out.len();
         out.resize(start + samples, 0);
         match self.inner.decode(packet, &mut out[start..], false) {
@@ -288,10 +361,11 @@ impl OpusDecoder {
     ///
     /// # Errors
     ///
-    /// [`AudioError::ConcealTooLong`] above [`MAX_CONCEAL_SAMPLES`]; `out` is then unchanged.
+    /// [`AudioError::ConcealTooLong`] above one second ([`MAX_CONCEAL_SAMPLES`] at 48 kHz); `out`
+    /// is then unchanged.
     pub fn conceal(&mut self, samples: usize, out: &mut Vec<i16>) -> Result<usize, AudioError> {
-        if samples > MAX_CONCEAL_SAMPLES {
-            return Err(AudioError::ConcealTooLong { requested: samples, max: MAX_CONCEAL_SAMPLES });
+        if samples > self.max_conceal() {
+            return Err(AudioError::ConcealTooLong { requested: samples, max: self.max_conceal() });
         }
         let start = out.len();
         if let Err(error) = self.conceal_unchecked(samples, out) {
@@ -318,11 +392,11 @@ impl OpusDecoder {
         lost_samples: usize,
         out: &mut Vec<i16>,
     ) -> Result<usize, AudioError> {
-        if lost_samples > MAX_CONCEAL_SAMPLES {
-            return Err(AudioError::ConcealTooLong { requested: lost_samples, max: MAX_CONCEAL_SAMPLES });
+        if lost_samples > self.max_conceal() {
+            return Err(AudioError::ConcealTooLong { requested: lost_samples, max: self.max_conceal() });
         }
-        packet_samples(next_packet)?;
-        let frame = packet_frame_samples(next_packet)?;
+        packet_samples_at(next_packet, self.rate_hz)?;
+        let frame = packet_frame_samples(next_packet, self.rate_hz)?;
         let start = out.len();
         let result = if lost_samples >= frame {
             // libopus would do the same split itself if handed the whole gap, but sizes its
@@ -369,8 +443,9 @@ impl OpusDecoder {
             // libopus conceals only in whole 2.5 ms steps; the last step may overshoot by less
             // than 2.5 ms, which is cut off. The decoder then runs those few samples ahead of the
             // stream, which is inaudible (the next packet's overlap-add smooths it).
-            let step = remaining.min(FRAME_SAMPLES);
-            let call = step.div_ceil(CONCEAL_STEP_SAMPLES) * CONCEAL_STEP_SAMPLES;
+            let step = remaining.min(frame_samples_at(self.rate_hz));
+            let conceal_step = CONCEAL_STEP_SAMPLES / (SAMPLE_RATE_HZ / self.rate_hz) as usize;
+            let call = step.div_ceil(conceal_step) * conceal_step;
             let at = out.len();
             out.resize(at + call, 0);
             if let Err(error) = self.inner.decode(&[], &mut out[at..], false) {

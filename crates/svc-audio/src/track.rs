@@ -92,12 +92,15 @@ pub struct TrackStats {
 /// they arrive).
 ///
 /// Feed it every packet with its RTP timestamp extended to 64 bits (so it never wraps); it
-/// appends 48 kHz mono PCM whose length tracks the timestamps: after the first packet at `t0`,
-/// the output holds `t - t0` samples when a packet ending at `t` has been pushed, across losses
-/// of up to `max_gap_fill`.
+/// appends mono PCM (48 kHz, or the rate given to [`TrackDecoder::with_rate`]) whose length
+/// tracks the timestamps: after the first packet at `t0`, the output holds `t - t0` samples (at
+/// 48 kHz; proportionally fewer at a lower rate) when a packet ending at `t` has been pushed,
+/// across losses of up to `max_gap_fill`. Timestamps are always on the 48 kHz RTP clock.
 #[derive(Debug)]
 pub struct TrackDecoder {
     decoder: OpusDecoder,
+    /// RTP ticks (48 kHz) per output sample: 1 at 48 kHz, 2 at 24 kHz, 3 at 16 kHz, …
+    ticks_per_sample: u64,
     max_gap_samples: u64,
     max_reorder_samples: u64,
     /// Timestamp where the next packet should start (the end of the audio written so far);
@@ -122,8 +125,21 @@ impl TrackDecoder {
     ///
     /// [`AudioError::Codec`] if libopus cannot create a decoder.
     pub fn with_config(config: TrackDecoderConfig) -> Result<Self, AudioError> {
+        Self::with_rate(config, crate::SAMPLE_RATE_HZ)
+    }
+
+    /// A decoder that outputs `rate_hz` (one of [`crate::opus::OPUS_RATES_HZ`]): the runtime
+    /// decodes a user's audio straight to its provider's input rate.
+    ///
+    /// # Errors
+    ///
+    /// [`AudioError::UnsupportedRate`] for another rate; [`AudioError::Codec`] if libopus cannot
+    /// create a decoder.
+    pub fn with_rate(config: TrackDecoderConfig, rate_hz: u32) -> Result<Self, AudioError> {
+        let decoder = OpusDecoder::with_rate(rate_hz)?;
         Ok(Self {
-            decoder: OpusDecoder::new()?,
+            decoder,
+            ticks_per_sample: u64::from(crate::SAMPLE_RATE_HZ / rate_hz),
             max_gap_samples: samples_in(config.max_gap_fill).min(MAX_CONCEAL_SAMPLES) as u64,
             max_reorder_samples: samples_in(config.max_reorder) as u64,
             expected: None,
@@ -168,8 +184,9 @@ impl TrackDecoder {
             self.stats.resyncs += 1;
             return Ok(PushOutcome::Resynced { expected_timestamp: expected, decoded });
         }
-        // At most `max_gap_samples`, which is at most MAX_CONCEAL_SAMPLES.
-        let gap = (rtp_timestamp - expected) as usize;
+        // At most `max_gap_samples`, which is at most MAX_CONCEAL_SAMPLES; in output samples, at
+        // most one second at the decoder's rate.
+        let gap = ((rtp_timestamp - expected) / self.ticks_per_sample) as usize;
         let start = out.len();
         let filled = if gap > 0 { self.decoder.decode_fec(packet, gap, out)? } else { 0 };
         let decoded = match self.decode(packet, out) {
@@ -203,7 +220,7 @@ impl TrackDecoder {
     fn advance(&mut self, rtp_timestamp: u64, decoded: usize) {
         self.stats.packets_decoded += 1;
         self.stats.decoded_samples += decoded as u64;
-        self.expected = Some(rtp_timestamp.saturating_add(decoded as u64));
+        self.expected = Some(rtp_timestamp.saturating_add(decoded as u64 * self.ticks_per_sample));
     }
 }
 

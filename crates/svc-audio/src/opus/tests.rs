@@ -195,3 +195,37 @@ fn packet_samples_reads_durations() {
     assert_eq!(packet_samples(&[0x0B, 0x02, 0, 0]).expect("valid"), 1_920);
     assert!(packet_samples(&[]).is_err());
 }
+
+#[test]
+fn every_native_rate_round_trips_and_the_bitstream_does_not_depend_on_it() {
+    let source48 = speech_like_signal(48_000);
+    for rate in OPUS_RATES_HZ {
+        let step = (SAMPLE_RATE_HZ / rate) as usize;
+        // Decimation is a fair stand-in for a band-limited source: the test signal's energy sits
+        // below 4 kHz.
+        let source: Vec<i16> = source48.iter().step_by(step).copied().collect();
+        let mut encoder = OpusEncoder::with_rate(EncoderConfig::VOICE, rate).expect("encoder");
+        assert_eq!(encoder.frame_samples(), frame_samples_at(rate));
+        let packets: Vec<Vec<u8>> =
+            source.chunks_exact(encoder.frame_samples()).map(|f| encoder.encode_frame(f).expect("encodes")).collect();
+        assert_eq!(packets.len(), 50, "{rate} Hz");
+        let mut same_rate = OpusDecoder::with_rate(rate).expect("decoder");
+        let mut decoded = Vec::new();
+        for packet in &packets {
+            assert_eq!(same_rate.decode(packet, &mut decoded).expect("decodes"), frame_samples_at(rate));
+        }
+        let c = best_correlation(&source, &decoded, rate as usize / 10);
+        assert!(c.coefficient >= 0.9, "{rate} Hz: {c:?}");
+        // A 48 kHz receiver (a WebRTC client) decodes the same packets.
+        let mut full = OpusDecoder::new().expect("decoder");
+        let mut decoded48 = Vec::new();
+        for packet in &packets {
+            assert_eq!(full.decode(packet, &mut decoded48).expect("decodes"), FRAME_SAMPLES);
+        }
+        // The concealment bound scales with the rate.
+        assert!(same_rate.conceal(rate as usize + 1, &mut decoded).is_err());
+        assert_eq!(same_rate.conceal(rate as usize / 50 + 7, &mut Vec::new()).expect("conceals"), rate as usize / 50 + 7);
+    }
+    assert!(matches!(OpusEncoder::with_rate(EncoderConfig::VOICE, 44_100), Err(AudioError::UnsupportedRate { .. })));
+    assert!(matches!(OpusDecoder::with_rate(22_050), Err(AudioError::UnsupportedRate { .. })));
+}

@@ -189,3 +189,21 @@ fn packets_of_other_durations_advance_the_clock_by_their_length() {
     assert_eq!(out.len(), 5 * FRAME_SAMPLES);
     assert!(best_correlation(&source[..out.len()], &out, 2_000).coefficient > 0.9);
 }
+
+#[test]
+fn a_decoder_at_a_lower_rate_keeps_the_48_khz_rtp_clock() {
+    let (_, packets) = stream();
+    let lost = [7, 8];
+    let mut track = TrackDecoder::with_rate(TrackDecoderConfig::default(), 16_000).expect("decoder");
+    let mut out = Vec::new();
+    for (k, (ts, packet)) in packets.iter().enumerate() {
+        if lost.contains(&k) {
+            continue;
+        }
+        let outcome = track.push(*ts, packet, &mut out).expect("decodes");
+        let expected_fill = if k == 9 { 2 * 320 } else { 0 };
+        assert_eq!(outcome, PushOutcome::Decoded { filled: expected_fill, decoded: 320 }, "packet {k}");
+    }
+    assert_eq!(out.len(), 16_000, "one second at 16 kHz, losses included");
+    assert_eq!(track.expected_timestamp(), Some(T0 + 48_000), "the clock stays at 48 kHz");
+}
