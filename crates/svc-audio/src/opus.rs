@@ -11,7 +11,7 @@
 
 use ::opus::{Application, Bitrate, Channels, Signal};
 
-use crate::{AudioError, FRAME_SAMPLES, SAMPLE_RATE_HZ};
+use crate::{AudioError, SAMPLE_RATE_HZ};
 
 /// Output buffer for one encoded frame. A one-frame Opus packet is at most 1 + 1275 bytes
 /// (RFC 6716 §3.2.1), so this never limits the encoder; it only has to be big enough.
@@ -190,7 +190,7 @@ impl OpusEncoder {
         Ok(Self { inner, frame_samples: frame_samples_at(rate_hz), lookahead_samples })
     }
 
-    /// Samples of one 20 ms frame at this encoder's rate ([`FRAME_SAMPLES`] at 48 kHz).
+    /// Samples of one 20 ms frame at this encoder's rate ([`crate::FRAME_SAMPLES`] at 48 kHz).
     #[must_use]
     pub fn frame_samples(&self) -> usize {
         self.frame_samples

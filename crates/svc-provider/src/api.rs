@@ -288,10 +288,23 @@ impl AppendChannel {
 pub enum ProviderInput {
     /// Room audio: mono PCM16 at [`ROOM_RATE_HZ`], any length (the room sends 20 ms frames).
     Audio(Vec<i16>),
+    /// User audio already at the adapter's input rate ([`crate::input_rate_hz`]), any length:
+    /// the runtime decodes Opus straight to that rate, so the adapter skips its resampler.
+    NativeAudio(Vec<i16>),
     /// A typed user turn (`send-text`): the model answers it.
     Text(String),
     /// A background note (`send-context`): opens no turn, nothing is spoken.
     Context(String),
+    /// A note from outside the conversation that is not the user speaking: a background tool
+    /// job finished (`tool_job_result`), or a silence hook asks the model to re-engage. With
+    /// `respond` the model reacts to it (after any response in progress); without, it is
+    /// context only.
+    Note {
+        /// What the model should know.
+        text: String,
+        /// Ask for a response.
+        respond: bool,
+    },
     /// A still image (`send-image`); ignored where the upstream has no image input.
     Image {
         /// `image/jpeg` or `image/png`.

@@ -302,10 +302,16 @@ impl Core {
 
     /// Resamples room audio to the provider rate; returns the resampled chunk.
     pub fn resample<'a>(&'a mut self, room_pcm: &[i16]) -> &'a [i16] {
+        self.input_pcm(room_pcm, false)
+    }
+
+    /// User audio at the provider rate: room audio resampled, or `native` audio (already at the
+    /// provider rate, [`ProviderInput::NativeAudio`]) as it is.
+    pub fn input_pcm<'a>(&'a mut self, pcm: &[i16], native: bool) -> &'a [i16] {
         self.scratch.clear();
         match &mut self.resampler {
-            Some(resampler) => resampler.process(room_pcm, &mut self.scratch),
-            None => self.scratch.extend_from_slice(room_pcm),
+            Some(resampler) if !native => resampler.process(pcm, &mut self.scratch),
+            _ => self.scratch.extend_from_slice(pcm),
         }
         &self.scratch
     }

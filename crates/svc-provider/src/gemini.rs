@@ -254,19 +254,19 @@ impl GeminiCodec {
         self.core.send(frame);
     }
 
-    fn send_audio(&mut self, pcm: &[i16]) {
+    fn send_audio(&mut self, pcm: &[i16], native: bool) {
         if self.muted {
             return;
         }
         if self.core.link == Link::Ready {
-            let resampled = self.core.resample(pcm);
+            let resampled = self.core.input_pcm(pcm, native);
             if resampled.is_empty() {
                 return;
             }
             let frame = audio_frame(resampled);
             self.send_client(frame);
         } else {
-            let resampled = self.core.resample(pcm).to_vec();
+            let resampled = self.core.input_pcm(pcm, native).to_vec();
             self.core.buffer_audio(&resampled);
         }
     }
@@ -599,7 +599,8 @@ impl Codec for GeminiCodec {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) => self.send_audio(&pcm),
+            ProviderInput::Audio(pcm) => self.send_audio(&pcm, false),
+            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm, true),
             ProviderInput::Text(text) => {
                 let ms = self.core.ms(now);
                 self.core.record_turn(ms, Role::User, &text);
@@ -609,6 +610,14 @@ impl Codec for GeminiCodec {
                 // A role is mandatory on 3.x (1007 otherwise); `model` notes open no turn (§2.5).
                 self.send_client(
                     json!({"clientContent": {"turns": [{"role": "model", "parts": [{"text": text}]}], "turnComplete": false}})
+                        .to_string(),
+                );
+            }
+            ProviderInput::Note { text, respond } => {
+                // A user-role turn is what makes Gemini answer; a `model` note opens none (§2.5).
+                let role = if respond { "user" } else { "model" };
+                self.send_client(
+                    json!({"clientContent": {"turns": [{"role": role, "parts": [{"text": text}]}], "turnComplete": respond}})
                         .to_string(),
                 );
             }

@@ -326,6 +326,19 @@ impl GptLiveCodec {
         self.speech = Speech::default();
     }
 
+    fn send_audio(&mut self, pcm: &[i16], native: bool) {
+        if self.core.link == Link::Ready {
+            let resampled = self.core.input_pcm(pcm, native);
+            if !resampled.is_empty() {
+                let frame = audio_frame(resampled);
+                self.core.send(frame);
+            }
+        } else {
+            let resampled = self.core.input_pcm(pcm, native).to_vec();
+            self.core.buffer_audio(&resampled);
+        }
+    }
+
     fn barge_in(&mut self, played_ms: u64) {
         // The model stops itself; we only cut the transcript to what was heard.
         if self.speech.truncated || (self.speech.samples == 0 && self.speech.transcript.is_empty()) {
@@ -644,18 +657,8 @@ impl Codec for GptLiveCodec {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) => {
-                if self.core.link == Link::Ready {
-                    let resampled = self.core.resample(&pcm);
-                    if !resampled.is_empty() {
-                        let frame = audio_frame(resampled);
-                        self.core.send(frame);
-                    }
-                } else {
-                    let resampled = self.core.resample(&pcm).to_vec();
-                    self.core.buffer_audio(&resampled);
-                }
-            }
+            ProviderInput::Audio(pcm) => self.send_audio(&pcm, false),
+            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm, true),
             ProviderInput::Text(text) => {
                 // No user-text channel: ask for a reply as commentary (§4.4).
                 let ms = self.core.ms(now);
@@ -668,6 +671,10 @@ impl Codec for GptLiveCodec {
                 );
             }
             ProviderInput::Context(text) => self.append(AppendChannel::Thinking, None, &text),
+            ProviderInput::Note { text, respond } => {
+                let channel = if respond { AppendChannel::Commentary } else { AppendChannel::Thinking };
+                self.append(channel, None, &text);
+            }
             // Audio only; the model owns turn-taking.
             ProviderInput::Image { .. } | ProviderInput::ActivityStart | ProviderInput::ActivityEnd => {}
             ProviderInput::ToolResult { call_id, output, is_error, .. } => {

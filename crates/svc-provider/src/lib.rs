@@ -45,6 +45,17 @@ pub enum StartError {
     UnknownFamily(String),
 }
 
+/// The rate a model's adapter takes user audio at natively: send
+/// [`api::ProviderInput::NativeAudio`] at this rate and the adapter does not resample. `None` for
+/// a family this crate does not know.
+pub fn input_rate_hz(model: &svc_domain::model::ResolvedModel) -> Option<u32> {
+    Some(match Family::from_catalog(&model.family)? {
+        Family::Gemini => gemini::INPUT_RATE_HZ,
+        Family::OpenAi | Family::Xai => realtime::RATE_HZ,
+        Family::OpenAiLive => gpt_live::RATE_HZ,
+    })
+}
+
 /// The codec for `setup`'s provider, connecting with the credentials in `env`.
 ///
 /// # Errors

@@ -326,19 +326,19 @@ impl RealtimeCodec {
 
     // ---- input ------------------------------------------------------------------------------
 
-    fn send_audio(&mut self, pcm: &[i16]) {
+    fn send_audio(&mut self, pcm: &[i16], native: bool) {
         if self.muted {
             return;
         }
         if self.core.link == Link::Ready {
-            let resampled = self.core.resample(pcm);
+            let resampled = self.core.input_pcm(pcm, native);
             if resampled.is_empty() {
                 return;
             }
             let frame = audio_frame(resampled);
             self.core.send(frame);
         } else {
-            let resampled = self.core.resample(pcm).to_vec();
+            let resampled = self.core.input_pcm(pcm, native).to_vec();
             self.core.buffer_audio(&resampled);
         }
     }
@@ -892,7 +892,8 @@ impl Codec for RealtimeCodec {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) => self.send_audio(&pcm),
+            ProviderInput::Audio(pcm) => self.send_audio(&pcm, false),
+            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm, true),
             ProviderInput::Text(text) => {
                 self.add_item(json!({"type": "message", "role": "user",
                     "content": [{"type": "input_text", "text": text}]}));
@@ -902,6 +903,14 @@ impl Codec for RealtimeCodec {
             }
             ProviderInput::Context(text) => self.add_item(json!({"type": "message", "role": "system",
                 "content": [{"type": "input_text", "text": text}]})),
+            ProviderInput::Note { text, respond } => {
+                self.add_item(json!({"type": "message", "role": "system",
+                    "content": [{"type": "input_text", "text": text}]}));
+                if respond {
+                    // The sequencer holds it until a response in progress is done.
+                    self.request_response(ResponseRequest::default());
+                }
+            }
             ProviderInput::Image { mime, data } => {
                 if self.dialect == Dialect::OpenAi {
                     use base64::Engine as _;

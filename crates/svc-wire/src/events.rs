@@ -451,7 +451,10 @@ mod tests {
     fn client_messages_parse_from_the_spec_spelling_and_ignore_extra_fields() {
         let cases = [
             (json!({"type": "mute", "muted": true}), ClientMessage::Mute { muted: true }),
-            (json!({"type": "send-text", "content": "hi", "extra": 1}), ClientMessage::SendText { content: "hi".into() }),
+            (
+                json!({"type": "send-text", "content": "hi", "extra": 1}),
+                ClientMessage::SendText { content: "hi".into() },
+            ),
             (json!({"type": "activity-end"}), ClientMessage::ActivityEnd),
             (json!({"type": "bind-input"}), ClientMessage::BindInput),
             (json!({"type": "end"}), ClientMessage::End),
@@ -520,7 +523,10 @@ mod tests {
         assert_eq!(chunks.len(), text.len().div_ceil(ENVELOPE_CHUNK_BYTES));
         let mut bytes = Vec::new();
         for (seq, chunk) in chunks.iter().enumerate() {
-            assert_eq!((chunk.seq as usize, chunk.total as usize, chunk.envelope_id.as_str()), (seq, chunks.len(), "env-1"));
+            assert_eq!(
+                (chunk.seq as usize, chunk.total as usize, chunk.envelope_id.as_str()),
+                (seq, chunks.len(), "env-1")
+            );
             bytes.extend(base64::engine::general_purpose::STANDARD.decode(&chunk.data).expect("base64"));
         }
         assert_eq!(String::from_utf8(bytes).expect("utf-8"), text);

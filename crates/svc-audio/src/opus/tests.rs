@@ -1,4 +1,5 @@
 use super::*;
+use crate::FRAME_SAMPLES;
 use crate::analysis::{best_correlation, speech_like_signal};
 
 /// Encodes `signal` (a whole number of frames) into packets.
@@ -224,7 +225,10 @@ fn every_native_rate_round_trips_and_the_bitstream_does_not_depend_on_it() {
         }
         // The concealment bound scales with the rate.
         assert!(same_rate.conceal(rate as usize + 1, &mut decoded).is_err());
-        assert_eq!(same_rate.conceal(rate as usize / 50 + 7, &mut Vec::new()).expect("conceals"), rate as usize / 50 + 7);
+        assert_eq!(
+            same_rate.conceal(rate as usize / 50 + 7, &mut Vec::new()).expect("conceals"),
+            rate as usize / 50 + 7
+        );
     }
     assert!(matches!(OpusEncoder::with_rate(EncoderConfig::VOICE, 44_100), Err(AudioError::UnsupportedRate { .. })));
     assert!(matches!(OpusDecoder::with_rate(22_050), Err(AudioError::UnsupportedRate { .. })));
