@@ -390,36 +390,102 @@ impl Store {
         .bind(stale_before_us)
         .fetch_all(&self.pool)
         .await?;
-        let mut reaped = Vec::with_capacity(ids.len());
+        // Re-checked per row: a heartbeat that lands meanwhile keeps its session alive.
+        let still_stale = format!("COALESCE(heartbeat_us, started_us) < {stale_before_us}");
+        self.end_as_error(ids, &still_stale, "heartbeat_lost", now_us).await
+    }
+
+    /// Ends the live sessions a previous run of this node left behind (it was killed while they
+    /// ran), as `error` with usage `unavailable`: those of `node_id`, or every live session when
+    /// `node_id` is `None` (a SQLite database has exactly one serving node). Returns their ids.
+    pub async fn end_orphaned_sessions(&self, node_id: Option<&str>, now_us: i64) -> StoreResult<Vec<String>> {
+        let ids: Vec<String> = match node_id {
+            Some(node) => {
+                sqlx::query_scalar("SELECT id FROM sessions WHERE status = 'active' AND node_id = $1")
+                    .bind(node)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            None => sqlx::query_scalar("SELECT id FROM sessions WHERE status = 'active'").fetch_all(&self.pool).await?,
+        };
+        self.end_as_error(ids, "1 = 1", "server_restarted", now_us).await
+    }
+
+    async fn end_as_error(
+        &self,
+        ids: Vec<String>,
+        still_applies: &str,
+        reason: &str,
+        now_us: i64,
+    ) -> StoreResult<Vec<String>> {
+        let mut ended = Vec::with_capacity(ids.len());
         for id in ids {
-            // Re-checked per row: a heartbeat that lands meanwhile keeps its session alive.
-            let done = sqlx::query(
+            let mut tx = self.writer.begin().await?;
+            let done = sqlx::query(&format!(
                 "UPDATE sessions SET status = 'error', ended_us = $1, usage_status = 'unavailable' \
-                 WHERE id = $2 AND status = 'active' AND COALESCE(heartbeat_us, started_us) < $3",
-            )
+                 WHERE id = $2 AND status = 'active' AND {still_applies}"
+            ))
             .bind(now_us)
             .bind(&id)
-            .bind(stale_before_us)
-            .execute(&self.writer)
+            .execute(&mut *tx)
             .await?;
             if done.rows_affected() > 0 {
                 let next: i64 =
                     sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
                         .bind(&id)
-                        .fetch_one(&self.pool)
+                        .fetch_one(&mut *tx)
                         .await?;
-                let ended = NewTimelineEvent {
+                let event = NewTimelineEvent {
                     ts_us: now_us,
                     kind: "session.ended".to_owned(),
-                    data: serde_json::json!({"reason": "heartbeat_lost", "status": "error"}),
+                    data: serde_json::json!({"reason": reason, "status": "error"}),
                 };
-                let mut tx = self.writer.begin().await?;
-                insert_events_in(&mut tx, &id, next, std::slice::from_ref(&ended)).await?;
+                insert_events_in(&mut tx, &id, next, std::slice::from_ref(&event)).await?;
                 tx.commit().await?;
-                reaped.push(id);
+                ended.push(id);
             }
         }
-        Ok(reaped)
+        Ok(ended)
+    }
+
+    /// Marks a live session as run by `node_id` and refreshes its heartbeat. False if it is no
+    /// longer live.
+    pub async fn claim_session(&self, id: &str, node_id: &str, now_us: i64) -> StoreResult<bool> {
+        let done =
+            sqlx::query("UPDATE sessions SET node_id = $1, heartbeat_us = $2 WHERE id = $3 AND status = 'active'")
+                .bind(node_id)
+                .bind(now_us)
+                .bind(id)
+                .execute(&self.writer)
+                .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Records the provider's latest resumption handle (or its absence).
+    pub async fn set_resumption_handle(&self, id: &str, handle: Option<&str>, now_us: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE sessions SET resumption_handle = $1, resumption_handle_us = $2, has_resumption_handle = $3 \
+             WHERE id = $4",
+        )
+        .bind(handle)
+        .bind(handle.map(|_| now_us))
+        .bind(i64::from(handle.is_some()))
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// The session's last resumption handle and when it was issued.
+    pub async fn resumption_handle(&self, id: &str) -> StoreResult<Option<(String, i64)>> {
+        let row = sqlx::query("SELECT resumption_handle, resumption_handle_us FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let handle: Option<String> = row.try_get("resumption_handle")?;
+        let at: Option<i64> = row.try_get("resumption_handle_us")?;
+        Ok(handle.zip(at))
     }
 
     /// Number of live sessions across all workspaces (for metrics).

@@ -41,6 +41,8 @@ on_both_backends!(
     the_concurrency_gate_admits_exactly_the_limit,
     voice_seconds_count_ended_live_sessions_only,
     stale_sessions_are_reaped_and_heartbeats_keep_them_alive,
+    a_restarted_node_ends_the_sessions_it_left_behind,
+    resumption_handles_are_kept_with_their_time,
 );
 
 const T0: i64 = 1_750_000_000_000_000;
@@ -426,6 +428,41 @@ async fn stale_sessions_are_reaped_and_heartbeats_keep_them_alive(store: Store) 
     assert!(!store.touch_session("old", T0 + 130_000_000).await.expect("touch"), "an ended session stays ended");
     assert_eq!(store.timeline("old").await.expect("timeline")[0].data["reason"], "heartbeat_lost");
     assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 2);
+}
+
+async fn a_restarted_node_ends_the_sessions_it_left_behind(store: Store) {
+    let (ws, project) = workspace(&store, "acme").await;
+    for id in ["mine", "theirs", "unclaimed", "done"] {
+        store.insert_session(&live_session(id, &ws, &project, T0)).await.expect("insert");
+    }
+    assert!(store.claim_session("mine", "node-a", T0 + 1).await.expect("claim"));
+    assert!(store.claim_session("theirs", "node-b", T0 + 1).await.expect("claim"));
+    assert!(store.claim_session("done", "node-a", T0 + 1).await.expect("claim"));
+    store.finish_session("done", "completed", T0 + 5, None).await.expect("finish");
+    assert!(!store.claim_session("done", "node-a", T0 + 6).await.expect("claim"), "an ended session is not claimed");
+    let ended = store.end_orphaned_sessions(Some("node-a"), T0 + 10).await.expect("end");
+    assert_eq!(ended, vec!["mine".to_owned()], "only this node's live sessions");
+    let mine = store.session_in_project(&project, "mine").await.expect("read").expect("row");
+    assert_eq!((mine.status.as_str(), mine.usage_status.as_str()), ("error", "unavailable"));
+    assert_eq!(store.timeline("mine").await.expect("timeline")[0].data["reason"], "server_restarted");
+    // A SQLite database has one serving node: every live session is an orphan.
+    let mut ended = store.end_orphaned_sessions(None, T0 + 20).await.expect("end");
+    ended.sort();
+    assert_eq!(ended, vec!["theirs".to_owned(), "unclaimed".to_owned()]);
+    assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 0);
+}
+
+async fn resumption_handles_are_kept_with_their_time(store: Store) {
+    let (ws, project) = workspace(&store, "acme").await;
+    store.insert_session(&live_session("s", &ws, &project, T0)).await.expect("insert");
+    assert_eq!(store.resumption_handle("s").await.expect("read"), None);
+    store.set_resumption_handle("s", Some("h-1"), T0 + 7).await.expect("set");
+    assert_eq!(store.resumption_handle("s").await.expect("read"), Some(("h-1".to_owned(), T0 + 7)));
+    assert!(store.session_in_project(&project, "s").await.expect("read").expect("row").has_resumption_handle);
+    store.set_resumption_handle("s", None, T0 + 9).await.expect("clear");
+    assert_eq!(store.resumption_handle("s").await.expect("read"), None);
+    assert!(!store.session_in_project(&project, "s").await.expect("read").expect("row").has_resumption_handle);
+    assert_eq!(store.resumption_handle("missing").await.expect("read"), None);
 }
 
 /// Managed Postgres usually requires TLS: the store must connect with `sslmode=require` (which
