@@ -1783,6 +1783,7 @@ impl Participant_ {
                     muted: track.info.muted,
                 })
                 .collect(),
+            active: self.state == proto::participant_info::State::Active,
         }
     }
 

@@ -85,6 +85,9 @@ pub struct Participant {
     pub attributes: BTreeMap<String, String>,
     /// Audio tracks the participant publishes (bound to media).
     pub tracks: Vec<TrackPublication>,
+    /// Media is connected (LiveKit's `ACTIVE` state): audio sent to it now is heard. In-process
+    /// participants are active from the start.
+    pub active: bool,
 }
 
 /// Why a participant left or was made to leave (LiveKit's `DisconnectReason`).

@@ -40,9 +40,7 @@ pub type App = Arc<AppState>;
 impl AppState {
     /// Opens the store (running migrations) and loads or creates the JWT signing key.
     pub async fn open(config: Config) -> anyhow::Result<App> {
-        let store = Store::connect(&config.database.url())
-            .await
-            .with_context(|| format!("opening the database at {}", svc_store::redact_url(&config.database.url())))?;
+        let store = Self::connect_store(&config).await?;
         Self::with_store(config, store).await
     }
 
@@ -66,14 +64,7 @@ impl AppState {
                 .await
                 .context("loading the JWT signing key")?,
         };
-        let room_secret = match &config.room.api_secret {
-            Some(secret) => secret.clone(),
-            None => store
-                .get_or_insert_secret(ROOM_SECRET_NAME, &jwt::random_secret(), now_us())
-                .await
-                .context("loading the media-room API secret")?,
-        };
-        let room = svc_room::RoomCredentials::new(config.room.api_key.clone(), room_secret.as_bytes());
+        let room = Self::room_credentials(&config, &store).await?;
         let server_tools = svc_domain::tools::ServerToolAvailability::new(
             config.server_tools.iter().filter_map(|kind| svc_domain::tools::ServerTool::from_wire(kind)),
         );
@@ -86,6 +77,28 @@ impl AppState {
             server_tools,
             dispatcher,
         }))
+    }
+}
+
+impl AppState {
+    /// The media room's token key: configured, or generated on first start and kept in the
+    /// database (so every node of a deployment signs room tokens alike).
+    pub async fn room_credentials(config: &Config, store: &Store) -> anyhow::Result<svc_room::RoomCredentials> {
+        let room_secret = match &config.room.api_secret {
+            Some(secret) => secret.clone(),
+            None => store
+                .get_or_insert_secret(ROOM_SECRET_NAME, &jwt::random_secret(), now_us())
+                .await
+                .context("loading the media-room API secret")?,
+        };
+        Ok(svc_room::RoomCredentials::new(config.room.api_key.clone(), room_secret.as_bytes()))
+    }
+
+    /// Opens the store the configuration names, running migrations.
+    pub async fn connect_store(config: &Config) -> anyhow::Result<Store> {
+        Store::connect(&config.database.url())
+            .await
+            .with_context(|| format!("opening the database at {}", svc_store::redact_url(&config.database.url())))
     }
 }
 

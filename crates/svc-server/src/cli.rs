@@ -307,18 +307,42 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let signal = wait_for_signal();
     let grace = config.shutdown_grace;
     let listen = config.listen;
-    let app = AppState::open(config).await?;
+    let store = AppState::connect_store(&config).await?;
+    // Sessions a previous run of this node left live (it was killed) end as `error` now: a SQLite
+    // database has exactly one serving node, so all of its live sessions are orphans.
+    let orphans_of = match store.backend() {
+        svc_store::Backend::Sqlite => None,
+        svc_store::Backend::Postgres => Some(config.node_id.as_str()),
+    };
+    let orphans =
+        store.end_orphaned_sessions(orphans_of, crate::app::now_us()).await.context("ending orphaned sessions")?;
+    if !orphans.is_empty() {
+        tracing::warn!(count = orphans.len(), sessions = ?orphans, "ended the sessions a previous run left live");
+    }
+    let room_credentials = AppState::room_credentials(&config, &store).await?;
     let room_config = svc_room::RoomServerConfig {
-        udp_port: app.config.room.udp_port,
-        node_ips: app.config.room.node_ips.clone(),
+        udp_port: config.room.udp_port,
+        node_ips: config.room.node_ips.clone(),
         ..Default::default()
     };
-    let room = svc_room::RoomServer::start(room_config, app.room.clone()).await.context("starting the media room")?;
+    let room = svc_room::RoomServer::start(room_config, room_credentials).await.context("starting the media room")?;
     let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
-    tracing::info!(room_udp = %room_udp.join(","), room_url = %app.config.room.url, "media room is serving");
+    tracing::info!(room_udp = %room_udp.join(","), room_url = %config.room.url, "media room is serving");
+    let provider_env = svc_provider::endpoint::ProviderEnv::from_env().context("reading provider settings")?;
+    let runtime = svc_session::Runtime::new(svc_session::RuntimeConfig {
+        store: store.clone(),
+        room: room.clone(),
+        provider_env,
+        data_dir: config.data_dir.clone(),
+        node_id: config.node_id.clone(),
+        timing: svc_session::core::Timing::default(),
+    });
+    let dispatcher = std::sync::Arc::new(crate::dispatch::RuntimeDispatcher(runtime.clone()));
+    let app = AppState::with_dispatcher(config, store, dispatcher).await?;
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr()?;
-    tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(), "svc is serving");
+    tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(),
+        node = %app.config.node_id, "svc is serving");
     let shutdown = CancellationToken::new();
     let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
     let server = tokio::spawn(crate::run_with_room(
@@ -329,8 +353,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     ));
     signal.await;
     tracing::info!(grace_seconds = grace.as_secs(), "shutting down: draining in-flight requests");
-    // Rooms close first: every participant gets a leave (server shutdown) while its signal
-    // connection is still up, then the HTTP side drains.
+    // Sessions end first (each says `session-ended` and stores its end while its room is still
+    // up), then the rooms close (every participant gets a leave with `SERVER_SHUTDOWN`), then the
+    // HTTP side drains.
+    if tokio::time::timeout(grace, runtime.shutdown()).await.is_err() {
+        tracing::warn!("grace period over while ending sessions");
+    }
     if tokio::time::timeout(grace, room.shutdown()).await.is_err() {
         tracing::warn!("grace period over while closing media rooms");
     }

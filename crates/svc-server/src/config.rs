@@ -82,6 +82,11 @@ pub struct ConfigArgs {
     /// Minimum SDK versions, `name=version` pairs separated by commas (e.g. `svc-js=1.4.0`).
     #[arg(long, global = true, env = "SVC_SDK_FLOORS", value_name = "NAME=VERSION,…")]
     pub sdk_floors: Option<String>,
+    /// This node's name on the sessions it runs; a node that restarts after a crash ends the
+    /// sessions it left behind. Give each node sharing a Postgres database its own [default:
+    /// the host name].
+    #[arg(long, global = true, env = "SVC_NODE_ID", value_name = "NAME")]
+    pub node_id: Option<String>,
 }
 
 /// Log output format.
@@ -210,6 +215,8 @@ pub struct Config {
     pub server_tools: Vec<String>,
     /// Minimum SDK versions by SDK name.
     pub sdk_floors: Vec<SdkFloor>,
+    /// This node's name on the sessions it runs.
+    pub node_id: String,
 }
 
 /// Where clients join media rooms, and the key room tokens are signed with.
@@ -316,6 +323,7 @@ impl ConfigArgs {
             model_catalog: self.model_catalog.clone().or(file.model_catalog),
             server_tools: self.server_tools.clone().or(file.server_tools),
             sdk_floors: self.sdk_floors.clone().or(file.sdk_floors),
+            node_id: self.node_id.clone().or(file.node_id),
         };
         let keys = ProviderKeys::from_env().map_err(|error| invalid("provider base URL", error.to_string()))?;
         merged.validate(keys)
@@ -384,9 +392,15 @@ impl ConfigArgs {
             None => Some(DEFAULT_MAX_SESSION_SECONDS),
             Some("none" | "0") => None,
             Some(text) => match text.parse::<u32>() {
-                Ok(seconds) if (60..=14_400).contains(&seconds) => Some(seconds),
-                _ => return Err(invalid("--max-session-seconds", "must be 60 to 14400, or `none`")),
+                Ok(seconds) if (MIN_SERVER_CAP_SECONDS..=MAX_SERVER_CAP_SECONDS).contains(&seconds) => Some(seconds),
+                _ => return Err(invalid("--max-session-seconds", "must be 10 to 86400, or `none`")),
             },
+        };
+        let node_id = match self.node_id.as_deref().map(str::trim) {
+            Some("") => return Err(invalid("--node-id", "must not be empty")),
+            Some(name) if name.len() > 200 => return Err(invalid("--node-id", "must be at most 200 bytes")),
+            Some(name) => name.to_owned(),
+            None => default_node_id(),
         };
         let model_catalog = match &self.model_catalog {
             None => svc_domain::model::ModelCatalog::embedded().clone(),
@@ -426,6 +440,7 @@ impl ConfigArgs {
             model_catalog,
             server_tools,
             sdk_floors,
+            node_id,
             listen,
             data_dir,
             database,
@@ -501,8 +516,25 @@ impl Config {
             model_catalog: svc_domain::model::ModelCatalog::embedded().clone(),
             server_tools: DEFAULT_SERVER_TOOLS.iter().map(|kind| (*kind).to_owned()).collect(),
             sdk_floors: Vec::new(),
+            node_id: "test-node".to_owned(),
         }
     }
+}
+
+/// Shortest server cap on a session: shorter than any request may ask (60 s), because an operator
+/// may want very short demo sessions (and tests a cap they can wait for).
+pub const MIN_SERVER_CAP_SECONDS: u32 = 10;
+/// Longest server cap on a session (a day); `none` lifts the cap altogether.
+pub const MAX_SERVER_CAP_SECONDS: u32 = 86_400;
+
+/// The host name, which stays the same across restarts of a node.
+fn default_node_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "svc".to_owned())
 }
 
 #[cfg(test)]
@@ -535,8 +567,9 @@ mod tests {
             ConfigArgs { room_api_secret: Some("short".into()), ..Default::default() },
             ConfigArgs { room_node_ip: Some("10.0.0.300".into()), ..Default::default() },
             ConfigArgs { room_node_ip: Some("0.0.0.0".into()), ..Default::default() },
-            ConfigArgs { max_session_seconds: Some("59".into()), ..Default::default() },
-            ConfigArgs { max_session_seconds: Some("14401".into()), ..Default::default() },
+            ConfigArgs { max_session_seconds: Some("9".into()), ..Default::default() },
+            ConfigArgs { max_session_seconds: Some("86401".into()), ..Default::default() },
+            ConfigArgs { node_id: Some("  ".into()), ..Default::default() },
             ConfigArgs { server_tools: Some("end_call,teleport".into()), ..Default::default() },
             ConfigArgs { sdk_floors: Some("svc-js".into()), ..Default::default() },
             ConfigArgs { sdk_floors: Some("svc-js=one.two".into()), ..Default::default() },

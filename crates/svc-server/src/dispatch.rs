@@ -1,10 +1,11 @@
 //! Handing a started session to whatever runs it.
 //!
-//! Session start inserts the session and mints room credentials, then dispatches: the session
-//! runtime (a later issue) joins the room and bridges it to the provider. The interface is
-//! `SessionDispatcher`; until the runtime lands, [`NoRuntime`] accepts every session and runs
-//! nothing, and the reaper ends such sessions once their heartbeat goes stale, so they never
-//! hold a concurrency slot for long.
+//! Session start inserts the session and mints room credentials, then dispatches. `svc serve`
+//! dispatches to the session runtime ([`RuntimeDispatcher`] over [`svc_session::Runtime`]): the
+//! agent joins the room and the session runs until it ends. [`NoRuntime`] accepts every session
+//! and runs nothing (the HTTP tests use it). The reaper ends live sessions whose heartbeat went
+//! stale, whatever the reason (a runtime that died, a session never run), so they never hold a
+//! concurrency slot for long.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,7 +42,24 @@ pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
     fn dispatch(&self, request: DispatchRequest) -> DispatchFuture<'_>;
 }
 
-/// Accepts every session and runs nothing (no runtime is built into this version yet).
+/// Runs sessions in this process with the session runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeDispatcher(pub svc_session::Runtime);
+
+impl SessionDispatcher for RuntimeDispatcher {
+    fn dispatch(&self, request: DispatchRequest) -> DispatchFuture<'_> {
+        Box::pin(async move {
+            let request = svc_session::SessionRequest {
+                session_id: request.session_id,
+                room_name: request.room_name,
+                session: request.session,
+            };
+            self.0.start_session(request).await.map_err(|error| DispatchError(error.to_string()))
+        })
+    }
+}
+
+/// Accepts every session and runs nothing (for tests of the HTTP surface).
 #[derive(Debug, Default)]
 pub struct NoRuntime;
 

@@ -1,6 +1,25 @@
 //! The session runtime: what happens after a session start, until the session ends.
 //!
-//! - [`core`]: [`core::SessionCore`], the sans-IO session state machine (turns, tools, hooks,
-//!   caps, chunking, transcripts, usage), tested in virtual time.
+//! - [`core`]: [`core::SessionCore`], the sans-IO session state machine (readiness, input binding,
+//!   turns and markers, heard transcripts, tools, hooks, the cap, chunking, usage), tested in
+//!   virtual time. It never does IO and never reads the clock.
+//! - [`actor`]: [`actor::SessionActor`], one task per session that owns the core, the room
+//!   connection, the adapter's channels, the user-audio decoder and the recording.
+//! - [`room`]: [`room::AgentRoom`], the small interface to the media room (the embedded room
+//!   today: [`room::EmbeddedRoom`]), including the `svc.tool_result` RPC.
+//! - [`input`], [`recording`], [`persist`]: the user's audio on its way in, the stereo recording,
+//!   and the per-session writer task.
+//! - [`runtime`]: [`runtime::Runtime`], which starts sessions and ends them all at shutdown.
 
+pub mod actor;
 pub mod core;
+pub mod input;
+pub mod persist;
+pub mod recording;
+pub mod room;
+pub mod runtime;
+
+pub use runtime::{Runtime, RuntimeConfig, RuntimeError, SessionRequest};
+
+/// Topic of the runtime's data packets (clients may send with any topic or none).
+pub const DATA_TOPIC: &str = "svc";

@@ -329,7 +329,7 @@ impl SessionCore {
             "resumed_from": core.cfg.session.resume_session_id,
             "turn_detection": if core.gate.is_some() { "svc_vad" } else { "upstream" },
         });
-        core.timeline(now, "session.started", data);
+        core.timeline(now, "agent.joined", data);
         core.update_agent_state(now);
         core
     }
@@ -625,6 +625,11 @@ impl SessionCore {
             }
         }
         self.after(now);
+    }
+
+    /// The agent is no longer in the room (the room closed, or it was removed).
+    pub fn handle_room_closed(&mut self, now: Instant) {
+        self.finish(now, "room_closed", EndStatus::Completed);
     }
 
     /// The server is shutting down.

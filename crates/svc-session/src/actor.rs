@@ -1,0 +1,306 @@
+//! The session actor: one task per session that owns the [`SessionCore`], the room connection
+//! ([`AgentRoom`]), the provider adapter's channels, the user-audio decoder, the recording and the
+//! writer task. It turns room and provider events and timers into `handle_*` calls and carries
+//! out the core's outputs; nothing else touches the session's state.
+//!
+//! The user's audio is decoded here, straight to the provider's input rate (libopus decodes
+//! natively at 16 and 24 kHz), optionally through the noise filter, and only for the bound
+//! participant: other participants' frames cost nothing.
+
+use std::time::{Duration, Instant};
+
+use svc_audio::opus::OpusDecoder;
+use svc_audio::{TrackDecoder, TrackDecoderConfig};
+use svc_provider::api::{ProviderEvent, ProviderInput};
+use svc_provider::driver::ProviderSession;
+use svc_store::UsageRecord;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::{EndStatus, Finish, Output, Peer, SessionCore};
+use crate::input::InputAudio;
+use crate::persist::{FinalRecord, Persister};
+use crate::recording::{AGENT, RecordingFile, StereoAligner, USER};
+use crate::room::{AgentRoom, AgentRoomEvent, CloseReason};
+
+/// How often the session's heartbeat is refreshed (the reaper ends sessions 60 s stale).
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
+/// How long the adapter gets to answer open calls and close its socket after `Close`.
+const PROVIDER_CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// The recording of a session in progress.
+#[derive(Debug)]
+pub struct Recording {
+    /// Places both sides on one timeline.
+    pub aligner: StereoAligner,
+    /// Where it goes.
+    pub file: RecordingFile,
+    /// Decodes the agent's released frames at the recording's rate.
+    pub agent_decoder: OpusDecoder,
+}
+
+/// Everything one session runs with.
+pub struct SessionActor<R: AgentRoom> {
+    /// The session.
+    pub core: SessionCore,
+    /// The room.
+    pub room: R,
+    /// The provider adapter.
+    pub provider: ProviderSession,
+    /// Storage.
+    pub persister: Persister,
+    /// Decoding (and filtering) of the bound participant's audio.
+    pub input: InputAudio,
+    /// The recording, when one is kept.
+    pub recording: Option<Recording>,
+    /// The server is shutting down.
+    pub shutdown: CancellationToken,
+    /// `Instant` and epoch µs of the same moment (stored times).
+    pub clock_origin: (Instant, i64),
+}
+
+impl<R: AgentRoom> std::fmt::Debug for SessionActor<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionActor").field("session", &self.core.session_id()).finish_non_exhaustive()
+    }
+}
+
+struct Decoding {
+    identity: String,
+    track: String,
+    decoder: TrackDecoder,
+}
+
+impl<R: AgentRoom> SessionActor<R> {
+    fn now_us(&self, now: Instant) -> i64 {
+        let (origin, origin_us) = self.clock_origin;
+        origin_us + i64::try_from(now.saturating_duration_since(origin).as_micros()).unwrap_or(0)
+    }
+
+    /// Runs the session to its end, then stores the end and closes the room.
+    pub async fn run(mut self) -> Finish {
+        let session_id = self.core.session_id().to_owned();
+        let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut bound: Option<String> = None;
+        let mut decoding: Option<Decoding> = None;
+        let mut provider_open = true;
+        let mut shutdown_seen = false;
+        let mut dropped_audio = 0u64;
+        let finish = loop {
+            if let Some(finish) = self.carry_outputs(&mut bound, &mut decoding, &mut dropped_audio).await {
+                break finish;
+            }
+            self.persister.flush();
+            let deadline = self.core.poll_timeout();
+            let sleep = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled(), if !shutdown_seen => {
+                    shutdown_seen = true;
+                    self.core.handle_shutdown(Instant::now());
+                }
+                event = self.room.next_event() => self.on_room_event(event, bound.as_deref(), &mut decoding),
+                event = self.provider.events.recv(), if provider_open => {
+                    let now = Instant::now();
+                    match event {
+                        Some(event) => self.core.handle_provider_event(now, event),
+                        None => {
+                            provider_open = false;
+                            self.core.handle_provider_event(now, ProviderEvent::Closed { reason: "the adapter stopped".into() });
+                        }
+                    }
+                }
+                () = sleep => self.core.handle_timeout(Instant::now()),
+                _ = heartbeat.tick() => {
+                    let now = Instant::now();
+                    self.persister.heartbeat(self.now_us(now));
+                    self.flush_recording(now);
+                }
+            }
+        };
+        if dropped_audio > 0 {
+            tracing::warn!(session.id = %session_id, frames = dropped_audio, "user audio dropped: the adapter fell behind");
+        }
+        self.teardown(&finish).await;
+        finish
+    }
+
+    /// Moves recorded audio that is old enough into the file.
+    fn flush_recording(&mut self, now: Instant) {
+        let Some(recording) = self.recording.as_mut() else { return };
+        let ready = recording.aligner.drain(now);
+        if ready.is_empty() {
+            return;
+        }
+        if let Err(error) = recording.file.append(&ready) {
+            tracing::warn!(session.id = %self.core.session_id(), %error, "recording write failed; recording stops");
+            if let Some(recording) = self.recording.take() {
+                recording.file.discard();
+            }
+        }
+    }
+
+    /// Carries out every output; returns the end once the core is finished.
+    async fn carry_outputs(
+        &mut self,
+        bound: &mut Option<String>,
+        decoding: &mut Option<Decoding>,
+        dropped_audio: &mut u64,
+    ) -> Option<Finish> {
+        while let Some(output) = self.core.poll_output() {
+            match output {
+                Output::Data { json, to } => {
+                    if let Err(error) = self.room.send_data(json, to).await {
+                        tracing::debug!(session.id = %self.core.session_id(), %error, "data not sent");
+                    }
+                }
+                Output::Attributes(attributes) => {
+                    if let Err(error) = self.room.set_attributes(attributes).await {
+                        tracing::debug!(session.id = %self.core.session_id(), %error, "attributes not set");
+                    }
+                }
+                Output::Provider(input) => self.send_to_provider(input, dropped_audio).await,
+                Output::Audio(opus) => {
+                    if let Some(recording) = self.recording.as_mut() {
+                        let mut pcm = Vec::new();
+                        if recording.agent_decoder.decode(&opus, &mut pcm).is_ok() {
+                            recording.aligner.push(AGENT, Instant::now(), &pcm);
+                        }
+                    }
+                    self.flush_recording(Instant::now());
+                    if let Err(error) = self.room.push_audio(opus).await {
+                        tracing::debug!(session.id = %self.core.session_id(), %error, "agent audio not sent");
+                    }
+                }
+                Output::BindInput(identity) => {
+                    *bound = identity;
+                    *decoding = None;
+                }
+                Output::Persist(record) => {
+                    let now_us = self.now_us(Instant::now());
+                    self.persister.push(record, now_us);
+                }
+                Output::Finished(finish) => return Some(finish),
+            }
+        }
+        None
+    }
+
+    async fn send_to_provider(&mut self, input: ProviderInput, dropped_audio: &mut u64) {
+        match input {
+            // Audio is not worth stalling the session for: a frame the adapter cannot take now
+            // is dropped (it is 20 ms; the adapter buffers across reconnects itself).
+            audio @ (ProviderInput::NativeAudio(_) | ProviderInput::Audio(_)) => {
+                match self.provider.input.try_send(audio) {
+                    Ok(()) | Err(TrySendError::Closed(_)) => {}
+                    Err(TrySendError::Full(_)) => *dropped_audio += 1,
+                }
+            }
+            input => {
+                let _ = self.provider.input.send(input).await;
+            }
+        }
+    }
+
+    fn on_room_event(&mut self, event: AgentRoomEvent, bound: Option<&str>, decoding: &mut Option<Decoding>) {
+        let now = Instant::now();
+        match event {
+            AgentRoomEvent::Peer(peer) => self.core.handle_peer(
+                now,
+                Peer {
+                    identity: peer.identity,
+                    is_agent: peer.is_agent,
+                    active: peer.active,
+                    publishes_audio: peer.publishes_audio,
+                },
+            ),
+            AgentRoomEvent::PeerLeft { identity, deliberate } => self.core.handle_peer_left(now, &identity, deliberate),
+            AgentRoomEvent::Audio(frame) => {
+                if bound != Some(frame.identity.as_str()) {
+                    return;
+                }
+                let fresh = decoding.as_ref().is_none_or(|d| d.track != frame.track || d.identity != frame.identity);
+                if fresh {
+                    let Ok(decoder) =
+                        TrackDecoder::with_rate(TrackDecoderConfig::default(), self.input.decode_rate_hz())
+                    else {
+                        return;
+                    };
+                    *decoding =
+                        Some(Decoding { identity: frame.identity.clone(), track: frame.track.clone(), decoder });
+                }
+                let Some(decoding) = decoding.as_mut() else { return };
+                let mut decoded = Vec::new();
+                if decoding.decoder.push(frame.rtp_timestamp, &frame.opus, &mut decoded).is_err() || decoded.is_empty()
+                {
+                    return;
+                }
+                let pcm = self.input.process(decoded);
+                if let Some(recording) = self.recording.as_mut() {
+                    recording.aligner.push(USER, now, &pcm);
+                }
+                self.flush_recording(now);
+                self.core.handle_user_audio(now, pcm);
+            }
+            AgentRoomEvent::Data { from, payload } => {
+                if let Err(dropped) = self.core.handle_data(now, &from, &payload) {
+                    tracing::debug!(session.id = %self.core.session_id(), from = %from, reason = %dropped, "client message dropped");
+                }
+            }
+            AgentRoomEvent::ToolResult(call) => {
+                let answer =
+                    self.core.handle_tool_result(now, &call.caller, &call.payload).map_err(|r| r.message().to_owned());
+                let _ = call.reply.send(answer);
+            }
+            AgentRoomEvent::Gone => self.core.handle_room_closed(now),
+        }
+    }
+
+    async fn teardown(mut self, finish: &Finish) {
+        let session_id = self.core.session_id().to_owned();
+        let now = Instant::now();
+        let ended_us = self.now_us(now);
+        let recording = match self.recording.take() {
+            Some(mut recording) => {
+                let rest = recording.aligner.drain_all();
+                let written = recording.file.append(&rest);
+                match written.and_then(|()| recording.file.finish()) {
+                    Ok(artifact) => artifact,
+                    Err(error) => {
+                        tracing::warn!(session.id = %session_id, %error, "the recording could not be finished");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        // The core sent `Close`: the adapter answers open calls and closes its socket.
+        if tokio::time::timeout(PROVIDER_CLOSE_GRACE, &mut self.provider.task).await.is_err() {
+            self.provider.shutdown.cancel();
+        }
+        let reason =
+            if finish.reason == "server_shutdown" { CloseReason::ServerShutdown } else { CloseReason::SessionEnded };
+        self.room.close(reason).await;
+        let (status, usage) = match finish.status {
+            EndStatus::Completed if finish.usage.had_activity() => (
+                "completed",
+                Some(UsageRecord {
+                    turn_count: finish.usage.turn_count,
+                    user_speaking_ms: finish.usage.user_speaking_ms,
+                    agent_speaking_ms: finish.usage.agent_speaking_ms,
+                    tokens: finish.usage.tokens.clone(),
+                }),
+            ),
+            EndStatus::Completed => ("completed", None),
+            EndStatus::Error => ("error", None),
+        };
+        self.persister.finish(FinalRecord { status, ended_us, usage, recording }).await;
+        tracing::info!(session.id = %session_id, reason = %finish.reason, status, "session ended");
+    }
+}

@@ -1,0 +1,286 @@
+//! The session's recording: a stereo WAV, the user on the left channel and the agent on the right,
+//! both on one timeline, so that a reader hears the conversation as it happened (overlaps,
+//! barge-ins and silences included).
+//!
+//! [`StereoAligner`] (sans-IO) places each lane's audio by the time it arrived or was played,
+//! keeps lanes continuous across the small jitter of real delivery, and hands out interleaved
+//! samples a fixed delay behind `now`. [`RecordingFile`] streams them to
+//! `<data dir>/recordings/<session>.wav`, writing the header's sizes when the session ends. The
+//! recording is at the provider's input rate (16 or 24 kHz), which is also what the user's audio
+//! is decoded at, so nothing is resampled.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use svc_store::ArtifactRecord;
+
+/// Left channel.
+pub const USER: usize = 0;
+/// Right channel.
+pub const AGENT: usize = 1;
+/// Audio is written this far behind `now`, so late chunks still find their place.
+const DELAY: Duration = Duration::from_millis(400);
+/// A chunk that starts within this much of where the lane left off continues it (network jitter
+/// and pacing are not gaps).
+const TOLERANCE: Duration = Duration::from_millis(80);
+
+#[derive(Debug, Default)]
+struct Lane {
+    /// Samples from `StereoAligner::flushed` on.
+    buf: VecDeque<i16>,
+    /// Where the lane's next chunk goes if it continues the last one.
+    next: u64,
+}
+
+/// Places two mono lanes on one timeline and interleaves them.
+#[derive(Debug)]
+pub struct StereoAligner {
+    rate_hz: u32,
+    origin: Instant,
+    lanes: [Lane; 2],
+    /// Samples (per channel) handed out so far.
+    flushed: u64,
+}
+
+impl StereoAligner {
+    /// A timeline that starts at `origin`.
+    pub fn new(rate_hz: u32, origin: Instant) -> StereoAligner {
+        StereoAligner { rate_hz, origin, lanes: [Lane::default(), Lane::default()], flushed: 0 }
+    }
+
+    /// The rate of both lanes.
+    pub fn rate_hz(&self) -> u32 {
+        self.rate_hz
+    }
+
+    fn samples_at(&self, now: Instant) -> u64 {
+        let elapsed = now.saturating_duration_since(self.origin);
+        (elapsed.as_micros() * u128::from(self.rate_hz) / 1_000_000) as u64
+    }
+
+    /// Adds `pcm` to `lane` (ending at `now`: it just arrived or was just played).
+    pub fn push(&mut self, lane: usize, now: Instant, pcm: &[i16]) {
+        let Some(state) = self.lanes.get(lane) else { return };
+        let tolerance = u64::from(self.rate_hz) * TOLERANCE.as_millis() as u64 / 1000;
+        let end = self.samples_at(now);
+        let arrived_start = end.saturating_sub(pcm.len() as u64);
+        // Continuous within the jitter tolerance; after a pause, at its wall-clock place; a lane
+        // that ran ahead (a burst after a stall) keeps appending.
+        let start = if arrived_start > state.next + tolerance { arrived_start } else { state.next };
+        // Never further ahead of the clock than the tolerance: bounds the buffer.
+        let start = start.min(end + tolerance);
+        let flushed = self.flushed;
+        let lane_state = &mut self.lanes[lane];
+        let mut pcm = pcm;
+        let mut at = start;
+        if at < flushed {
+            // Too late for the part already written.
+            let skip = (flushed - at).min(pcm.len() as u64) as usize;
+            pcm = &pcm[skip..];
+            at = flushed;
+        }
+        let offset = (at - flushed) as usize;
+        if lane_state.buf.len() < offset + pcm.len() {
+            lane_state.buf.resize(offset + pcm.len(), 0);
+        }
+        for (slot, sample) in lane_state.buf.range_mut(offset..offset + pcm.len()).zip(pcm) {
+            *slot = *sample;
+        }
+        lane_state.next = at + pcm.len() as u64;
+    }
+
+    /// Interleaved samples up to [`DELAY`] before `now`.
+    pub fn drain(&mut self, now: Instant) -> Vec<i16> {
+        let delay = u64::from(self.rate_hz) * DELAY.as_millis() as u64 / 1000;
+        let up_to = self.samples_at(now).saturating_sub(delay);
+        self.drain_to(up_to)
+    }
+
+    /// Everything that is left.
+    pub fn drain_all(&mut self) -> Vec<i16> {
+        let end = self.lanes.iter().map(|lane| self.flushed + lane.buf.len() as u64).max().unwrap_or(self.flushed);
+        self.drain_to(end)
+    }
+
+    fn drain_to(&mut self, up_to: u64) -> Vec<i16> {
+        if up_to <= self.flushed {
+            return Vec::new();
+        }
+        let count = (up_to - self.flushed) as usize;
+        let mut out = Vec::with_capacity(count * 2);
+        for _ in 0..count {
+            for lane in &mut self.lanes {
+                out.push(lane.buf.pop_front().unwrap_or(0));
+            }
+        }
+        self.flushed = up_to;
+        out
+    }
+}
+
+/// A stereo PCM16 WAV being written.
+#[derive(Debug)]
+pub struct RecordingFile {
+    partial: PathBuf,
+    done: PathBuf,
+    relative: String,
+    file: BufWriter<File>,
+    data_bytes: u64,
+    rate_hz: u32,
+}
+
+/// Bytes of the canonical 44-byte header.
+const HEADER_BYTES: u64 = 44;
+
+impl RecordingFile {
+    /// Creates `recordings/<session_id>.wav.part` under `data_dir`.
+    pub fn create(data_dir: &Path, session_id: &str, rate_hz: u32) -> std::io::Result<RecordingFile> {
+        let relative = format!("recordings/{session_id}.wav");
+        let done = data_dir.join(&relative);
+        if let Some(parent) = done.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let partial = done.with_extension("wav.part");
+        let mut file = BufWriter::with_capacity(64 * 1024, File::create(&partial)?);
+        file.write_all(&header(rate_hz, 0))?;
+        Ok(RecordingFile { partial, done, relative, file, data_bytes: 0, rate_hz })
+    }
+
+    /// Appends interleaved stereo samples.
+    pub fn append(&mut self, interleaved: &[i16]) -> std::io::Result<()> {
+        let mut bytes = Vec::with_capacity(interleaved.len() * 2);
+        for sample in interleaved {
+            bytes.extend_from_slice(&sample.to_le_bytes());
+        }
+        self.file.write_all(&bytes)?;
+        self.data_bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the sizes, moves the file to its final name and describes it; an empty recording is
+    /// removed (`None`).
+    pub fn finish(mut self) -> std::io::Result<Option<ArtifactRecord>> {
+        if self.data_bytes == 0 {
+            drop(self.file);
+            std::fs::remove_file(&self.partial)?;
+            return Ok(None);
+        }
+        self.file.flush()?;
+        let mut file = self.file.into_inner().map_err(|error| error.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header(self.rate_hz, self.data_bytes))?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&self.partial, &self.done)?;
+        Ok(Some(ArtifactRecord {
+            kind: "audio".to_owned(),
+            path: self.relative,
+            content_type: "audio/wav".to_owned(),
+            bytes: i64::try_from(self.data_bytes + HEADER_BYTES).unwrap_or(i64::MAX),
+        }))
+    }
+
+    /// Gives up on the recording (the file is removed).
+    pub fn discard(self) {
+        drop(self.file);
+        let _ = std::fs::remove_file(&self.partial);
+    }
+}
+
+fn header(rate_hz: u32, data_bytes: u64) -> [u8; 44] {
+    // RIFF sizes are 32-bit; a recording past 4 GiB (19 hours at 24 kHz) keeps the maximum.
+    let data = u32::try_from(data_bytes).unwrap_or(u32::MAX - 36);
+    let mut header = [0u8; 44];
+    header[0..4].copy_from_slice(b"RIFF");
+    header[4..8].copy_from_slice(&(36 + data).to_le_bytes());
+    header[8..12].copy_from_slice(b"WAVE");
+    header[12..16].copy_from_slice(b"fmt ");
+    header[16..20].copy_from_slice(&16u32.to_le_bytes());
+    header[20..22].copy_from_slice(&1u16.to_le_bytes());
+    header[22..24].copy_from_slice(&2u16.to_le_bytes());
+    header[24..28].copy_from_slice(&rate_hz.to_le_bytes());
+    header[28..32].copy_from_slice(&(rate_hz * 4).to_le_bytes());
+    header[32..34].copy_from_slice(&4u16.to_le_bytes());
+    header[34..36].copy_from_slice(&16u16.to_le_bytes());
+    header[36..40].copy_from_slice(b"data");
+    header[40..44].copy_from_slice(&data.to_le_bytes());
+    header
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RATE: u32 = 16_000;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn lanes_land_on_one_timeline_with_silence_where_nobody_spoke() {
+        let t0 = Instant::now();
+        let mut aligner = StereoAligner::new(RATE, t0);
+        // The user speaks 0–100 ms in 20 ms chunks with jitter; the agent answers at 500 ms.
+        for k in 1..=5u64 {
+            let jitter = if k % 2 == 0 { ms(7) } else { ms(0) };
+            aligner.push(USER, t0 + ms(20 * k) + jitter, &[100; 320]);
+        }
+        aligner.push(AGENT, t0 + ms(520), &[-7; 320]);
+        let out = aligner.drain_all();
+        let left: Vec<i16> = out.iter().step_by(2).copied().collect();
+        let right: Vec<i16> = out.iter().skip(1).step_by(2).copied().collect();
+        assert_eq!(left.len(), right.len());
+        assert!(left[..1600].iter().all(|s| *s == 100), "jitter does not open gaps");
+        assert!(left[1600..].iter().all(|s| *s == 0));
+        assert!(right[..8000].iter().all(|s| *s == 0), "the agent was silent until 500 ms");
+        assert!(right[8000..8320].iter().all(|s| *s == -7));
+    }
+
+    #[test]
+    fn drain_stays_behind_now_and_late_audio_is_cut_not_misplaced() {
+        let t0 = Instant::now();
+        let mut aligner = StereoAligner::new(RATE, t0);
+        aligner.push(USER, t0 + ms(100), &[1; 1600]);
+        assert!(aligner.drain(t0 + ms(300)).is_empty(), "within the delay");
+        let out = aligner.drain(t0 + ms(1000));
+        assert_eq!(out.len(), 2 * 9600, "600 ms, both channels");
+        // A chunk claiming to end at 500 ms arrives after 600 ms were written: only its late part
+        // that is still unwritten lands, at the lane's position.
+        aligner.push(USER, t0 + ms(1100), &[2; 320]);
+        let rest = aligner.drain_all();
+        assert!(rest.chunks(2).any(|pair| pair[0] == 2));
+    }
+
+    #[test]
+    fn a_lane_that_runs_ahead_is_bounded() {
+        let t0 = Instant::now();
+        let mut aligner = StereoAligner::new(RATE, t0);
+        for _ in 0..100 {
+            aligner.push(AGENT, t0, &[5; 320]);
+        }
+        // A burst at one instant is appended, not stacked without end.
+        assert!(aligner.lanes[AGENT].buf.len() <= 320 * 100);
+        assert!(aligner.lanes[AGENT].next <= 16_000 * 80 / 1000 + 320);
+    }
+
+    #[test]
+    fn a_recording_file_is_a_valid_stereo_wav() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = RecordingFile::create(dir.path(), "s1", RATE).expect("create");
+        file.append(&[1, -1, 2, -2]).expect("append");
+        let artifact = file.finish().expect("finish").expect("not empty");
+        assert_eq!(artifact.path, "recordings/s1.wav");
+        assert_eq!(artifact.bytes, 52);
+        let wav = svc_audio::wav::read_wav_file(dir.path().join(&artifact.path)).expect("a WAV");
+        assert_eq!((wav.sample_rate, wav.channels), (RATE, 2));
+        assert_eq!(wav.samples, vec![1, -1, 2, -2]);
+        assert!(!dir.path().join("recordings/s1.wav.part").exists());
+        let empty = RecordingFile::create(dir.path(), "s2", RATE).expect("create");
+        assert!(empty.finish().expect("finish").is_none());
+        assert!(!dir.path().join("recordings/s2.wav.part").exists());
+    }
+}

@@ -1,0 +1,237 @@
+//! The room as the agent sees it: a small interface ([`AgentRoom`]) between the session actor and
+//! whatever media room carries the session, so that an external LiveKit server can replace the
+//! embedded room without touching the core or the actor. [`EmbeddedRoom`] implements it over the
+//! in-process participant of `svc-room`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Instant;
+
+use bytes::Bytes;
+use svc_room::{
+    LeaveReason, LocalAudioTrack, LocalJoinOptions, LocalParticipant, ParticipantKind, RoomError, RoomEvent,
+    RoomServer, RpcError,
+};
+use tokio::sync::{mpsc, oneshot};
+
+/// LiveKit RPC method clients answer `tool-invocation`s with.
+pub const TOOL_RESULT_METHOD: &str = "svc.tool_result";
+/// Name of the agent's audio track.
+const AGENT_TRACK_NAME: &str = "agent-voice";
+/// RPC calls waiting for the actor.
+const RPC_QUEUE: usize = 64;
+
+/// A participant as the agent needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSnapshot {
+    /// Identity.
+    pub identity: String,
+    /// Another agent.
+    pub is_agent: bool,
+    /// Media connected.
+    pub active: bool,
+    /// Publishes audio.
+    pub publishes_audio: bool,
+}
+
+/// One Opus frame of a participant's microphone.
+#[derive(Debug, Clone)]
+pub struct PeerAudio {
+    /// Publisher.
+    pub identity: String,
+    /// Track id (a new track means a new stream to decode).
+    pub track: String,
+    /// RTP timestamp on the 48 kHz clock, extended to 64 bits.
+    pub rtp_timestamp: u64,
+    /// When it was read from the socket.
+    pub received_at: Instant,
+    /// Payload.
+    pub opus: Bytes,
+}
+
+/// An answer to `svc.tool_result`, waiting for the session's verdict.
+#[derive(Debug)]
+pub struct ToolResultCall {
+    /// Who called.
+    pub caller: String,
+    /// The payload.
+    pub payload: String,
+    /// The RPC response: a payload, or an error message.
+    pub reply: oneshot::Sender<Result<String, String>>,
+}
+
+/// What happens in the room, for the agent.
+#[derive(Debug)]
+pub enum AgentRoomEvent {
+    /// A participant joined or changed.
+    Peer(PeerSnapshot),
+    /// A participant left; `deliberate` when it left on its own.
+    PeerLeft {
+        /// Identity.
+        identity: String,
+        /// It left on its own (rather than dropped, was replaced, or the server went away).
+        deliberate: bool,
+    },
+    /// Microphone audio.
+    Audio(PeerAudio),
+    /// A data packet.
+    Data {
+        /// Sender.
+        from: String,
+        /// Payload.
+        payload: Bytes,
+    },
+    /// A `svc.tool_result` RPC.
+    ToolResult(ToolResultCall),
+    /// The agent is no longer in the room (removed, or the room closed).
+    Gone,
+}
+
+/// Why the session closes the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The session ended normally.
+    SessionEnded,
+    /// The server is shutting down.
+    ServerShutdown,
+}
+
+/// The media room, from the agent's side.
+pub trait AgentRoom: Send + 'static {
+    /// The next event; [`AgentRoomEvent::Gone`] once the agent is out of the room.
+    fn next_event(&mut self) -> impl Future<Output = AgentRoomEvent> + Send;
+    /// Sends JSON on the reliable data channel, to everyone or one participant.
+    fn send_data(&self, json: String, to: Option<String>) -> impl Future<Output = Result<(), RoomError>> + Send;
+    /// Merges attributes into the agent's.
+    fn set_attributes(
+        &self,
+        attributes: BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), RoomError>> + Send;
+    /// Publishes one 20 ms Opus frame of the agent's voice now.
+    fn push_audio(&self, opus: Bytes) -> impl Future<Output = Result<(), RoomError>> + Send;
+    /// Ends the room: every participant leaves with a reason.
+    fn close(&self, reason: CloseReason) -> impl Future<Output = ()> + Send;
+}
+
+/// The agent in the embedded room.
+pub struct EmbeddedRoom {
+    server: RoomServer,
+    participant: LocalParticipant,
+    track: LocalAudioTrack,
+    rpc: mpsc::Receiver<ToolResultCall>,
+}
+
+impl std::fmt::Debug for EmbeddedRoom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedRoom").field("participant", &self.participant).finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedRoom {
+    /// Joins `room` as the agent (kind AGENT, with `attributes`), publishes its voice track and
+    /// answers `svc.tool_result` calls by handing them to [`AgentRoom::next_event`].
+    pub async fn join(
+        server: &RoomServer,
+        room: &str,
+        identity: &str,
+        name: &str,
+        attributes: BTreeMap<String, String>,
+    ) -> Result<EmbeddedRoom, RoomError> {
+        let options = LocalJoinOptions {
+            identity: identity.to_owned(),
+            name: name.to_owned(),
+            kind: ParticipantKind::Agent,
+            metadata: String::new(),
+            attributes,
+        };
+        let participant = server.join_local(room, options).await?;
+        let track = participant.publish_audio(AGENT_TRACK_NAME).await?;
+        let (calls, rpc) = mpsc::channel(RPC_QUEUE);
+        participant.register_rpc_method(TOOL_RESULT_METHOD, move |invocation| {
+            let calls = calls.clone();
+            async move {
+                let (reply, answer) = oneshot::channel();
+                let call = ToolResultCall { caller: invocation.caller_identity, payload: invocation.payload, reply };
+                calls
+                    .try_send(call)
+                    .map_err(|_| RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, "the agent is busy; retry"))?;
+                match answer.await {
+                    Ok(Ok(payload)) => Ok(payload),
+                    Ok(Err(message)) => Err(RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, message)),
+                    Err(_) => Err(RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, "the session has ended")),
+                }
+            }
+        });
+        Ok(EmbeddedRoom { server: server.clone(), participant, track, rpc })
+    }
+
+    fn peer(participant: &svc_room::Participant) -> PeerSnapshot {
+        PeerSnapshot {
+            identity: participant.identity.clone(),
+            is_agent: participant.kind == ParticipantKind::Agent,
+            active: participant.active,
+            publishes_audio: !participant.tracks.is_empty(),
+        }
+    }
+}
+
+impl AgentRoom for EmbeddedRoom {
+    async fn next_event(&mut self) -> AgentRoomEvent {
+        loop {
+            let event = tokio::select! {
+                call = self.rpc.recv() => match call {
+                    Some(call) => return AgentRoomEvent::ToolResult(call),
+                    None => continue,
+                },
+                event = self.participant.next_event() => event,
+            };
+            let Some(event) = event else { return AgentRoomEvent::Gone };
+            match event {
+                RoomEvent::ParticipantJoined(participant) => return AgentRoomEvent::Peer(Self::peer(&participant)),
+                RoomEvent::ParticipantUpdated { participant, .. } => {
+                    return AgentRoomEvent::Peer(Self::peer(&participant));
+                }
+                RoomEvent::ParticipantLeft { identity, reason, .. } => {
+                    let deliberate = matches!(reason, LeaveReason::ClientInitiated);
+                    return AgentRoomEvent::PeerLeft { identity, deliberate };
+                }
+                RoomEvent::AudioFrame(frame) => {
+                    return AgentRoomEvent::Audio(PeerAudio {
+                        identity: frame.participant_identity.to_string(),
+                        track: frame.track_sid.to_string(),
+                        rtp_timestamp: frame.rtp_timestamp,
+                        received_at: frame.received_at,
+                        opus: frame.opus,
+                    });
+                }
+                RoomEvent::Data(message) => {
+                    return AgentRoomEvent::Data { from: message.from_identity, payload: message.payload };
+                }
+                RoomEvent::Disconnected { .. } => return AgentRoomEvent::Gone,
+                // Track changes arrive as participant updates too.
+                RoomEvent::TrackPublished { .. } | RoomEvent::TrackUnpublished { .. } => {}
+            }
+        }
+    }
+
+    async fn send_data(&self, json: String, to: Option<String>) -> Result<(), RoomError> {
+        let destinations: Vec<String> = to.into_iter().collect();
+        self.participant.send_data(json.into_bytes(), Some(crate::DATA_TOPIC), true, &destinations).await
+    }
+
+    async fn set_attributes(&self, attributes: BTreeMap<String, String>) -> Result<(), RoomError> {
+        self.participant.set_attributes(attributes).await
+    }
+
+    async fn push_audio(&self, opus: Bytes) -> Result<(), RoomError> {
+        self.track.push_opus(opus).await
+    }
+
+    async fn close(&self, reason: CloseReason) {
+        let reason = match reason {
+            CloseReason::SessionEnded => LeaveReason::RoomDeleted,
+            CloseReason::ServerShutdown => LeaveReason::ServerShutdown,
+        };
+        self.server.close_room(self.participant.room(), reason).await;
+    }
+}

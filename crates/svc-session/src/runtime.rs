@@ -1,0 +1,228 @@
+//! [`Runtime`]: where started sessions go. For each one it joins the room as the agent (kind
+//! AGENT, voice track published), opens the provider adapter, and spawns the session's actor; a
+//! shutdown ends every session cleanly (`session-ended`, status and usage stored) before the
+//! rooms close.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use svc_audio::opus::OpusDecoder;
+use svc_domain::start::ResolvedSession;
+use svc_provider::api::{Role, SessionSetup, TranscriptTurn};
+use svc_provider::endpoint::ProviderEnv;
+use svc_room::RoomServer;
+use svc_store::Store;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::actor::{Recording, SessionActor};
+use crate::core::{AGENT_STATE_ATTRIBUTE, CoreConfig, SessionCore, Timing};
+use crate::input::InputAudio;
+use crate::persist::Persister;
+use crate::recording::{RecordingFile, StereoAligner};
+use crate::room::EmbeddedRoom;
+
+/// A resumption handle younger than this resumes natively (Gemini keeps handles for two hours);
+/// an older one is not tried, and the new session is seeded with the transcript instead.
+pub const RESUMPTION_HANDLE_WARM_FOR: Duration = Duration::from_secs(2 * 3600);
+
+/// How the runtime runs sessions.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The store.
+    pub store: Store,
+    /// The embedded media room.
+    pub room: RoomServer,
+    /// Provider credentials and endpoints.
+    pub provider_env: ProviderEnv,
+    /// Where recordings go (`recordings/` under it).
+    pub data_dir: PathBuf,
+    /// This node's id, recorded on the sessions it runs.
+    pub node_id: String,
+    /// Timing policy of sessions.
+    pub timing: Timing,
+}
+
+/// A session to run.
+#[derive(Debug, Clone)]
+pub struct SessionRequest {
+    /// Session id.
+    pub session_id: String,
+    /// The room the user was given credentials for.
+    pub room_name: String,
+    /// The resolved configuration.
+    pub session: Arc<ResolvedSession>,
+}
+
+/// Why a session could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The server is shutting down.
+    #[error("the session runtime is shutting down")]
+    ShuttingDown,
+    /// The agent could not join the room.
+    #[error("the agent could not join the room: {0}")]
+    Room(#[from] svc_room::RoomError),
+    /// The provider adapter could not start.
+    #[error(transparent)]
+    Provider(#[from] svc_provider::StartError),
+    /// The model's family has no adapter.
+    #[error("no adapter for the provider family `{0}`")]
+    UnknownFamily(String),
+}
+
+struct Inner {
+    config: RuntimeConfig,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    live: AtomicUsize,
+}
+
+/// The session runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("node_id", &self.inner.config.node_id)
+            .field("live", &self.live_sessions())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime with no session yet.
+    pub fn new(config: RuntimeConfig) -> Runtime {
+        Runtime {
+            inner: Arc::new(Inner {
+                config,
+                shutdown: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+                live: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Sessions running now.
+    pub fn live_sessions(&self) -> usize {
+        self.inner.live.load(Ordering::Relaxed)
+    }
+
+    /// Starts a session: returns once the agent is in the room and the adapter is connecting.
+    pub async fn start_session(&self, request: SessionRequest) -> Result<(), RuntimeError> {
+        let inner = &self.inner;
+        if inner.shutdown.is_cancelled() {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        let config = &inner.config;
+        let session = request.session.clone();
+        let input_rate_hz = svc_provider::input_rate_hz(&session.model)
+            .ok_or_else(|| RuntimeError::UnknownFamily(session.model.family.clone()))?;
+        let setup = self.setup(&session).await;
+        let identity = format!("agent-{}", request.session_id);
+        let name = session.agent.name.clone().unwrap_or_else(|| "Agent".to_owned());
+        let attributes = BTreeMap::from([(AGENT_STATE_ATTRIBUTE.to_owned(), "initializing".to_owned())]);
+        let room = EmbeddedRoom::join(&config.room, &request.room_name, &identity, &name, attributes).await?;
+        let provider = svc_provider::start(setup, &config.provider_env, CancellationToken::new())?;
+        let started = Instant::now();
+        let started_us = epoch_us();
+        if let Err(error) = config.store.claim_session(&request.session_id, &config.node_id, started_us).await {
+            tracing::warn!(session.id = %request.session_id, %error, "could not record the session's node");
+        }
+        let core = SessionCore::new(
+            CoreConfig {
+                session_id: request.session_id.clone(),
+                agent_identity: identity,
+                started_at_us: started_us,
+                session: session.clone(),
+                input_rate_hz,
+                timing: config.timing,
+            },
+            started,
+        );
+        let recording =
+            if session.store.audio { self.recording(&request.session_id, input_rate_hz, started) } else { None };
+        let actor = SessionActor {
+            core,
+            room,
+            provider,
+            persister: Persister::start(config.store.clone(), &request.session_id),
+            input: InputAudio::new(input_rate_hz, session.agent.audio.noise_cancellation),
+            recording,
+            shutdown: inner.shutdown.clone(),
+            clock_origin: (started, started_us),
+        };
+        inner.live.fetch_add(1, Ordering::Relaxed);
+        let runtime = self.clone();
+        inner.tasks.spawn(async move {
+            actor.run().await;
+            runtime.inner.live.fetch_sub(1, Ordering::Relaxed);
+        });
+        tracing::info!(session.id = %request.session_id, room = %request.room_name, "agent joined; session running");
+        Ok(())
+    }
+
+    /// The adapter's setup, with the prior conversation when the session resumes one.
+    async fn setup(&self, session: &ResolvedSession) -> SessionSetup {
+        let mut setup = SessionSetup::from_resolved(session);
+        let Some(prior) = &session.resume_session_id else { return setup };
+        // A resumed conversation never greets again.
+        setup.greeting = None;
+        let store = &self.inner.config.store;
+        match store.transcript(prior).await {
+            Ok(turns) => {
+                setup.history = turns
+                    .into_iter()
+                    .map(|turn| TranscriptTurn {
+                        role: if turn.role == "assistant" { Role::Assistant } else { Role::User },
+                        text: turn.text,
+                    })
+                    .collect();
+            }
+            Err(error) => tracing::warn!(%error, "could not load the transcript of the session to resume"),
+        }
+        match store.resumption_handle(prior).await {
+            Ok(Some((handle, issued_us))) => {
+                let age = Duration::from_micros(u64::try_from(epoch_us() - issued_us).unwrap_or(u64::MAX));
+                if age < RESUMPTION_HANDLE_WARM_FOR {
+                    setup.resumption_handle = Some(handle);
+                }
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "could not load the resumption handle of the session to resume"),
+        }
+        setup
+    }
+
+    fn recording(&self, session_id: &str, rate_hz: u32, started: Instant) -> Option<Recording> {
+        let file = match RecordingFile::create(&self.inner.config.data_dir, session_id, rate_hz) {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::warn!(session.id = %session_id, %error, "cannot create the recording; the session runs without");
+                return None;
+            }
+        };
+        let agent_decoder = OpusDecoder::with_rate(rate_hz).ok()?;
+        Some(Recording { aligner: StereoAligner::new(rate_hz, started), file, agent_decoder })
+    }
+
+    /// Ends every session (each says `session-ended` with reason `server_shutdown` and stores its
+    /// end) and returns when all have finished.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+}
+
+fn epoch_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX))
+}
