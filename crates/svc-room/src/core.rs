@@ -51,6 +51,10 @@ pub(crate) const SERVER_PROTOCOL: i32 = 16;
 pub(crate) const MAX_DATA_PACKET_BYTES: usize = 65_536;
 /// Packets queued for a client whose data channels are not open yet.
 const MAX_PENDING_PACKETS: usize = 64;
+/// Reliable bytes one subscriber may have waiting for its SCTP send buffer (see `write_packet`).
+const MAX_RELIABLE_BACKLOG_BYTES: usize = 1024 * 1024;
+/// The backlog drains when the reliable channel's buffered amount falls below this.
+const RELIABLE_LOW_THRESHOLD: usize = 32 * 1024;
 /// Tracks one participant may publish (audio only; a client needs one or two).
 const MAX_TRACKS_PER_PARTICIPANT: usize = 8;
 /// Bytes of attributes plus metadata a participant may carry.
@@ -164,7 +168,7 @@ pub(crate) enum LocalCommand {
     PublishAudio { name: String },
     UnpublishTrack { track_sid: String },
     PushAudio { track_sid: String, pcm: Vec<i16> },
-    PushOpus { track_sid: String, opus: Bytes },
+    PushOpus { track_sid: String, opus: Bytes, media_time: Option<Instant> },
     ClearAudio { track_sid: String },
     SendData { payload: Bytes, topic: Option<String>, reliable: bool, destinations: Vec<String> },
     SendRpc { destination: String, value: proto::data_packet::Value },
@@ -273,6 +277,10 @@ struct RemotePeer {
     lossy_open: bool,
     /// Packets waiting for the subscriber channels to open: (reliable, bytes).
     pending_packets: VecDeque<(bool, Arc<[u8]>)>,
+    /// Reliable packets waiting for room in the SCTP send buffer, in order.
+    reliable_backlog: VecDeque<Arc<[u8]>>,
+    /// Their bytes.
+    reliable_backlog_bytes: usize,
     /// Outstanding subscriber offer; never two at once.
     pending_offer: Option<(u32, SdpPendingOffer)>,
     /// Something changed while an offer was outstanding.
@@ -854,6 +862,10 @@ impl RoomCore {
                         let _ = remote.subscriber.handle_input(Input::Timeout(now));
                         self.dirty.push((key, PcRole::Subscriber));
                     }
+                    // In case a low-buffer event was missed, the timers also drain the backlog.
+                    if !remote.reliable_backlog.is_empty() && flush_backlog(remote) {
+                        self.dirty.push((key, PcRole::Subscriber));
+                    }
                     if remote.subscriber_connected
                         && now.saturating_duration_since(remote.last_media_activity) > MEDIA_DEAD_AFTER
                         && !remote.subscriber.is_alive()
@@ -946,6 +958,12 @@ impl RoomCore {
                 self.forward_media(now, key, data.mid, data.time, data.network_time, data.data);
             }
             Event::ChannelOpen(id, label) => self.channel_open(key, role, id, &label),
+            Event::ChannelBufferedAmountLow(_) if role == PcRole::Subscriber => {
+                let Some(Body::Remote(remote)) = self.participants.get_mut(&key).map(|p| &mut p.body) else { return };
+                if flush_backlog(remote) {
+                    self.mark_dirty(key, PcRole::Subscriber);
+                }
+            }
             Event::ChannelData(data) => {
                 let reliable = match role {
                     PcRole::Publisher => self.remote(key).and_then(|r| r.publisher_channels.get(&data.id).copied()),
@@ -993,6 +1011,9 @@ impl RoomCore {
             PcRole::Subscriber => {
                 if Some(id) == remote.subscriber_reliable {
                     remote.reliable_open = true;
+                    if let Some(mut channel) = remote.subscriber.channel(id) {
+                        channel.set_buffered_amount_low_threshold(RELIABLE_LOW_THRESHOLD);
+                    }
                 } else if Some(id) == remote.subscriber_lossy {
                     remote.lossy_open = true;
                 }
@@ -1261,6 +1282,8 @@ impl RoomCore {
             reliable_open: false,
             lossy_open: false,
             pending_packets: VecDeque::new(),
+            reliable_backlog: VecDeque::new(),
+            reliable_backlog_bytes: 0,
             pending_offer: None,
             renegotiate: false,
             next_offer_id: 1,
@@ -1407,7 +1430,9 @@ impl RoomCore {
             LocalCommand::PublishAudio { name } => self.publish_local_audio(now, key, name),
             LocalCommand::UnpublishTrack { track_sid } => self.unpublish_local(now, key, &track_sid),
             LocalCommand::PushAudio { track_sid, pcm } => self.push_local_audio(now, key, &track_sid, &pcm),
-            LocalCommand::PushOpus { track_sid, opus } => self.push_local_opus(now, key, &track_sid, opus),
+            LocalCommand::PushOpus { track_sid, opus, media_time } => {
+                self.push_local_opus(now, key, &track_sid, opus, media_time)
+            }
             LocalCommand::ClearAudio { track_sid } => match self.local_track(key, &track_sid) {
                 Some(local) => LocalReply::Cleared { discarded_samples: local.queue.clear() },
                 None => LocalReply::Failed(LocalError::UnknownTrack(track_sid)),
@@ -1542,9 +1567,20 @@ impl RoomCore {
     }
 
     /// Sends one pre-encoded 20 ms Opus frame at once: the caller paces (a relay of frames that
-    /// arrive paced, such as an echo or a forwarded stream). RTP time advances by one frame, or by
-    /// the wall time since the previous frame when more passed, so receivers see real time.
-    fn push_local_opus(&mut self, now: Instant, key: Key, track_sid: &str, opus: Bytes) -> LocalReply {
+    /// arrive paced, such as an echo or a forwarded stream, or a player with its own clock). RTP
+    /// time advances by one frame, or by the time since the previous frame when more passed, so
+    /// receivers see real time. That time is the frame's `media_time` when the caller keeps a
+    /// media clock (a frame sent a few milliseconds late then still follows its predecessor by
+    /// exactly one frame, instead of opening a false gap that receivers fill with concealment),
+    /// else the time it arrived.
+    fn push_local_opus(
+        &mut self,
+        now: Instant,
+        key: Key,
+        track_sid: &str,
+        opus: Bytes,
+        media_time: Option<Instant>,
+    ) -> LocalReply {
         if opus.is_empty() || opus.len() > 1275 {
             // 1275 bytes is the largest Opus frame (RFC 6716 §3.4).
             return LocalReply::Failed(LocalError::Encoder(format!("not an Opus frame: {} bytes", opus.len())));
@@ -1557,14 +1593,15 @@ impl RoomCore {
             return LocalReply::Failed(LocalError::UnknownTrack(track_sid.to_owned()));
         };
         const FRAME: u64 = svc_audio::FRAME_SAMPLES as u64;
+        let at = media_time.unwrap_or(now);
         let rtp = match local.last_opus {
             None => 0,
-            Some((at, rtp)) => {
-                let elapsed_frames = (now.saturating_duration_since(at).as_micros() as u64 + 10_000) / 20_000;
+            Some((last, rtp)) => {
+                let elapsed_frames = (at.saturating_duration_since(last).as_micros() as u64 + 10_000) / 20_000;
                 rtp + FRAME * elapsed_frames.max(1)
             }
         };
-        local.last_opus = Some((now, rtp));
+        local.last_opus = Some((at, rtp));
         local.played_samples.fetch_add(FRAME, Ordering::Relaxed);
         self.deliver_audio(now, key, &identity, track_sid, rtp, now, Arc::from(opus.as_ref()));
         LocalReply::Done
@@ -1823,17 +1860,62 @@ impl Participant_ {
     }
 }
 
+/// Writes a packet to a subscriber's data channel. A reliable packet the SCTP send buffer cannot
+/// take now (`Ok(false)`: str0m buffers 128 KiB across channels, and a burst of chunked messages
+/// fills it) waits in the subscriber's backlog, in order, and goes out as SCTP acknowledges
+/// ([`flush_backlog`] on `ChannelBufferedAmountLow`); a lossy one is dropped. The backlog is
+/// bounded: a client that cannot keep up with [`MAX_RELIABLE_BACKLOG_BYTES`] loses data rather
+/// than growing the server's memory.
 fn write_packet(remote: &mut RemotePeer, reliable: bool, bytes: Arc<[u8]>) {
+    if reliable && !remote.reliable_backlog.is_empty() {
+        push_backlog(remote, bytes);
+        return;
+    }
     let id = if reliable { remote.subscriber_reliable } else { remote.subscriber_lossy };
     if let Some(mut channel) = id.and_then(|id| remote.subscriber.channel(id)) {
-        // `Ok(false)`: the SCTP buffer is full. A client that cannot keep up loses data rather
-        // than growing the server's memory.
         match channel.write(true, &bytes) {
             Ok(true) => {}
-            Ok(false) => tracing::debug!(reliable, "data channel buffer full; packet dropped"),
+            Ok(false) if reliable => push_backlog(remote, bytes),
+            Ok(false) => tracing::debug!("lossy data channel buffer full; packet dropped"),
             Err(error) => tracing::debug!(%error, "data channel write failed"),
         }
     }
+}
+
+fn push_backlog(remote: &mut RemotePeer, bytes: Arc<[u8]>) {
+    if remote.reliable_backlog_bytes + bytes.len() > MAX_RELIABLE_BACKLOG_BYTES {
+        tracing::warn!(
+            backlog = remote.reliable_backlog_bytes,
+            "subscriber cannot keep up with reliable data; packet dropped"
+        );
+        return;
+    }
+    remote.reliable_backlog_bytes += bytes.len();
+    remote.reliable_backlog.push_back(bytes);
+}
+
+/// Writes waiting reliable packets while the SCTP buffer takes them; returns whether any went.
+fn flush_backlog(remote: &mut RemotePeer) -> bool {
+    let Some(id) = remote.subscriber_reliable else { return false };
+    let mut wrote = false;
+    while let Some(front) = remote.reliable_backlog.front() {
+        let Some(mut channel) = remote.subscriber.channel(id) else { break };
+        match channel.write(true, front) {
+            Ok(true) => {
+                remote.reliable_backlog_bytes -= front.len();
+                remote.reliable_backlog.pop_front();
+                wrote = true;
+            }
+            Ok(false) => break,
+            Err(error) => {
+                tracing::debug!(%error, "data channel write failed; backlog dropped");
+                remote.reliable_backlog.clear();
+                remote.reliable_backlog_bytes = 0;
+                break;
+            }
+        }
+    }
+    wrote
 }
 
 fn opus_pt(rtc: &mut Rtc, downstream: &HashMap<String, Mid>) -> Option<Pt> {

@@ -311,7 +311,15 @@ impl LocalAudioTrack {
     /// Sends one pre-encoded 20 ms Opus frame now, unpaced: for relaying frames that already
     /// arrive in real time. Feed a track with either this or [`LocalAudioTrack::push_pcm`].
     pub async fn push_opus(&self, opus: Bytes) -> Result<(), RoomError> {
-        let command = LocalCommand::PushOpus { track_sid: self.sid.clone(), opus };
+        let command = LocalCommand::PushOpus { track_sid: self.sid.clone(), opus, media_time: None };
+        expect_done(send_command(&self.commands, self.key, command).await?)
+    }
+
+    /// [`LocalAudioTrack::push_opus`] for a sender with its own media clock: `media_time` is when
+    /// the frame is due to be heard, and RTP time follows it (frames due 20 ms apart are 960
+    /// ticks apart, however late each is handed over).
+    pub async fn push_opus_at(&self, opus: Bytes, media_time: std::time::Instant) -> Result<(), RoomError> {
+        let command = LocalCommand::PushOpus { track_sid: self.sid.clone(), opus, media_time: Some(media_time) };
         expect_done(send_command(&self.commands, self.key, command).await?)
     }
 

@@ -446,6 +446,31 @@ async fn data_packets_route_with_the_sender_identity_topic_and_destinations() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_reliable_data_larger_than_the_sctp_buffer_arrives_whole_and_in_order() {
+    let harness = start().await;
+    let mut agent = harness.agent("burst").await;
+    let mut alice = harness.client("burst", "alice").await;
+    agent_wait(&mut agent, "alice to join", |event| matches!(event, RoomEvent::ParticipantJoined(_)).then_some(()))
+        .await;
+    // 40 packets of 12 KB: almost four times what str0m's SCTP buffer takes at once.
+    for n in 0..40u8 {
+        let mut payload = vec![n; 12_000];
+        payload[0] = n;
+        agent.send_data(payload, Some("burst"), true, &[]).await.expect("agent send");
+    }
+    for n in 0..40u8 {
+        let received = client_wait(&mut alice, "the next packet of the burst", |event| match event {
+            ClientEvent::Data(data) => Some(data.clone()),
+            _ => None,
+        })
+        .await;
+        assert_eq!((received.payload.len(), received.payload[0]), (12_000, n), "packet {n} whole and in order");
+    }
+    alice.leave().await;
+    harness.room.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joining_with_an_identity_already_present_kicks_the_old_client() {
     let harness = start().await;
     let mut agent = harness.agent("dup").await;

@@ -13,17 +13,16 @@
 //! installs; `scripts/test.sh` runs that script and then the ignored tests too. One at a time:
 //! they are real-time media on a 2-core machine.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::{Server, clip, kill_group};
 
-const ROOM_API_KEY: &str = "devkey";
-const ROOM_API_SECRET: &str = "interop-room-secret-0123456789abcdef";
+mod support;
 /// The peers' own deadline (`--timeout`): a working room needs about 10 s per pair.
 const PEER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Past this the orchestrator kills the peers: their own deadline has failed.
@@ -89,127 +88,6 @@ impl Harness {
         std::fs::create_dir_all(&dir).expect("create the run directory");
         dir
     }
-}
-
-/// `svc serve` with the embedded room, on free ports, in a throwaway data directory.
-struct Server {
-    child: Child,
-    listen: String,
-    room_udp: Option<String>,
-    log: Arc<Mutex<Vec<String>>>,
-    data_dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start(log_file: PathBuf) -> Server {
-        let data_dir = tempfile::tempdir().expect("tempdir");
-        let mut command = svc(data_dir.path());
-        command.args(["--listen", "127.0.0.1:0", "--room-udp-port", "0", "--room-node-ip", "127.0.0.1", "serve"]);
-        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn svc serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (sender, announcements) = std::sync::mpsc::channel();
-        let lines = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut file = std::fs::File::create(log_file).ok();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(file) = file.as_mut() {
-                    let _ = std::io::Write::write_all(file, format!("{line}\n").as_bytes());
-                }
-                for key in ["listen=", "room_udp="] {
-                    if let Some(rest) = line.split(key).nth(1) {
-                        let value = rest.split_whitespace().next().unwrap_or("").trim_matches('"').to_owned();
-                        let _ = sender.send((key, value));
-                    }
-                }
-                lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(line);
-            }
-        });
-        let mut server = Server { child, listen: String::new(), room_udp: None, log, data_dir };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while server.listen.is_empty() {
-            match announcements.recv_timeout(Duration::from_millis(100)) {
-                Ok(("listen=", value)) => server.listen = value,
-                Ok((_, value)) => server.room_udp = Some(value),
-                Err(_) => {}
-            }
-            if let Ok(Some(status)) = server.child.try_wait() {
-                std::thread::sleep(Duration::from_millis(200)); // let the reader catch the last lines
-                panic!("svc serve exited ({status}) before announcing `listen=`; its log:\n{}", server.log_tail(60));
-            }
-            assert!(
-                Instant::now() < deadline,
-                "svc serve did not announce `listen=` within 30 s; its log:\n{}",
-                server.log_tail(60)
-            );
-        }
-        // The room's UDP address is informative only (clients learn it from the SDP).
-        while server.room_udp.is_none() {
-            match announcements.recv_timeout(Duration::from_secs(2)) {
-                Ok(("room_udp=", value)) => server.room_udp = Some(value),
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("ws://{}/room", self.listen)
-    }
-
-    /// A join token from `svc room token`, signed with the key the server uses.
-    fn token(&self, room: &str, identity: &str) -> String {
-        let output = svc(self.data_dir.path())
-            .args(["room", "token", "--room", room, "--identity", identity, "--json"])
-            .output()
-            .expect("run svc room token");
-        assert!(
-            output.status.success(),
-            "svc room token --room {room} --identity {identity} failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-            panic!("svc room token printed no JSON ({error}): {}", String::from_utf8_lossy(&output.stdout))
-        });
-        json["token"].as_str().unwrap_or_else(|| panic!("no `token` in {json}")).to_owned()
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let log = self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        log[log.len().saturating_sub(lines)..].join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn svc(data_dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
-    command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
-    if let Ok(level) = std::env::var("SVC_LOG") {
-        command.env("SVC_LOG", level); // SVC_LOG=debug while working on the room
-    }
-    command.arg("--data-dir").arg(data_dir).args([
-        "--room-api-key",
-        ROOM_API_KEY,
-        "--room-api-secret",
-        ROOM_API_SECRET,
-    ]);
-    command
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -292,13 +170,6 @@ impl Outcome {
             text += &format!("      {}\n", clip(line, 400));
         }
         text
-    }
-}
-
-fn clip(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
     }
 }
 
@@ -400,27 +271,6 @@ fn run_pair(test: &str, caller: Client, responder: Client) -> [Outcome; 2] {
     }
     eprintln!("interop {test}: both peers passed in {:.1} s; artifacts in {}", elapsed.as_secs_f64(), dir.display());
     [caller, responder]
-}
-
-/// SIGTERM to the peer itself (it then writes what it has seen so far, and the driver closes its
-/// browser), then SIGKILL to its whole process group (anything it left behind).
-fn kill_group(child: &mut Child) -> ExitStatus {
-    let signal = |name: &str, target: String| {
-        let _ = Command::new("kill").args([name, "--", &target]).stderr(Stdio::null()).status();
-    };
-    signal("-TERM", child.id().to_string());
-    let deadline = Instant::now() + Duration::from_secs(8);
-    let status = loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            break child.kill().and_then(|()| child.wait()).expect("kill the peer");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    signal("-KILL", format!("-{}", child.id()));
-    status
 }
 
 #[track_caller]

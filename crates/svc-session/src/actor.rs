@@ -166,15 +166,15 @@ impl<R: AgentRoom> SessionActor<R> {
                     }
                 }
                 Output::Provider(input) => self.send_to_provider(input, dropped_audio).await,
-                Output::Audio(opus) => {
-                    if let Some(recording) = self.recording.as_mut() {
+                Output::Audio { opus, due, silence } => {
+                    if !silence && let Some(recording) = self.recording.as_mut() {
                         let mut pcm = Vec::new();
                         if recording.agent_decoder.decode(&opus, &mut pcm).is_ok() {
                             recording.aligner.push(AGENT, Instant::now(), &pcm);
                         }
                     }
                     self.flush_recording(Instant::now());
-                    if let Err(error) = self.room.push_audio(opus).await {
+                    if let Err(error) = self.room.push_audio(opus, due).await {
                         tracing::debug!(session.id = %self.core.session_id(), %error, "agent audio not sent");
                     }
                 }

@@ -107,8 +107,9 @@ pub trait AgentRoom: Send + 'static {
         &self,
         attributes: BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), RoomError>> + Send;
-    /// Publishes one 20 ms Opus frame of the agent's voice now.
-    fn push_audio(&self, opus: Bytes) -> impl Future<Output = Result<(), RoomError>> + Send;
+    /// Publishes one 20 ms Opus frame of the agent's voice now; `due` is its place on the
+    /// media clock, which RTP time follows.
+    fn push_audio(&self, opus: Bytes, due: Instant) -> impl Future<Output = Result<(), RoomError>> + Send;
     /// Ends the room: every participant leaves with a reason.
     fn close(&self, reason: CloseReason) -> impl Future<Output = ()> + Send;
 }
@@ -223,8 +224,8 @@ impl AgentRoom for EmbeddedRoom {
         self.participant.set_attributes(attributes).await
     }
 
-    async fn push_audio(&self, opus: Bytes) -> Result<(), RoomError> {
-        self.track.push_opus(opus).await
+    async fn push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError> {
+        self.track.push_opus_at(opus, due).await
     }
 
     async fn close(&self, reason: CloseReason) {

@@ -56,6 +56,8 @@ const GOODBYE_MAX_WAIT: Duration = Duration::from_secs(20);
 const FRESH_FRAME: Duration = Duration::from_secs(10);
 /// The agent shows `thinking` at most this long without a response.
 const THINKING_MAX: Duration = Duration::from_secs(30);
+/// Silence sent to a listener whose media just connected, before anything else (500 ms).
+const PRIMING_FRAMES: usize = 25;
 /// Delegations remembered for `delegation-append`.
 const DELEGATIONS_REMEMBERED: usize = 64;
 
@@ -197,8 +199,15 @@ pub enum Output {
     Attributes(BTreeMap<String, String>),
     /// Send to the provider adapter.
     Provider(ProviderInput),
-    /// Publish this 20 ms Opus frame now.
-    Audio(Bytes),
+    /// Publish this 20 ms Opus frame now; `due` is its place on the media clock (RTP time).
+    Audio {
+        /// The frame.
+        opus: Bytes,
+        /// When it is due: consecutive frames are exactly 20 ms apart.
+        due: Instant,
+        /// Silence between responses: nothing to record.
+        silence: bool,
+    },
     /// Decode audio of this participant (and no other) for [`SessionCore::handle_user_audio`].
     BindInput(Option<String>),
     /// Store this.
@@ -459,7 +468,12 @@ impl SessionCore {
         let identity = peer.identity.clone();
         let new = !self.peers.contains_key(&identity);
         let publishes = peer.publishes_audio;
+        let became_active = peer.active && !self.peers.get(&identity).is_some_and(|p| p.active);
         self.peers.insert(identity.clone(), peer);
+        if became_active && !self.playback.responses.iter().any(|r| r.speaking) {
+            // A new listener's jitter buffer settles on silence, not on the first words.
+            self.playback.prime(PRIMING_FRAMES);
+        }
         if new {
             self.ever_joined = true;
             self.alone_deadline = None;
@@ -1010,7 +1024,7 @@ impl SessionCore {
     /// Releases every frame that is due.
     fn pump(&mut self, now: Instant) {
         while let Some(released) = self.playback.release(now) {
-            self.outputs.push_back(Output::Audio(released.opus));
+            self.outputs.push_back(Output::Audio { opus: released.opus, due: released.due, silence: released.silence });
             if released.first {
                 if let Some(response) = self.playback.response(released.seq) {
                     response.speaking = true;

@@ -15,6 +15,8 @@ use svc_wire::events::{ENVELOPE_THRESHOLD_BYTES, chunk_message};
 use super::*;
 
 const MS: Duration = Duration::from_millis(1);
+/// How long [`Harness::live`] spends on the listener's priming silence.
+const PRIMED: Duration = Duration::from_millis(20 * PRIMING_FRAMES as u64);
 
 fn resolved(agent: Value, session: Value) -> Arc<ResolvedSession> {
     let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": agent, "session": session});
@@ -47,6 +49,7 @@ struct Harness {
     targeted: Vec<(String, Value)>,
     inputs: Vec<ProviderInput>,
     frames: usize,
+    silence_frames: usize,
     attributes: BTreeMap<String, String>,
     persisted: Vec<Persist>,
     binds: Vec<Option<String>>,
@@ -71,6 +74,7 @@ impl Harness {
             targeted: Vec::new(),
             inputs: Vec::new(),
             frames: 0,
+            silence_frames: 0,
             attributes: BTreeMap::new(),
             persisted: Vec::new(),
             binds: Vec::new(),
@@ -85,8 +89,11 @@ impl Harness {
         let mut h = Harness::new(session);
         h.provider(ProviderEvent::Ready { upstream_session_id: Some("up".into()) });
         h.join("alice");
+        // The new listener's priming silence plays first.
+        h.advance(FRAME * PRIMING_FRAMES as u32);
         h.take_events();
         h.inputs.clear();
+        h.frames = 0;
         h
     }
 
@@ -99,7 +106,8 @@ impl Harness {
                 }
                 Output::Attributes(attributes) => self.attributes.extend(attributes),
                 Output::Provider(input) => self.inputs.push(input),
-                Output::Audio(_) => self.frames += 1,
+                Output::Audio { silence: false, .. } => self.frames += 1,
+                Output::Audio { silence: true, .. } => self.silence_frames += 1,
                 Output::BindInput(identity) => self.binds.push(identity),
                 Output::Persist(persist) => self.persisted.push(persist),
                 Output::Finished(finish) => {
@@ -411,7 +419,7 @@ fn silence_hooks_say_then_end_the_call() {
         {"trigger": "user.speech.timeout", "timeout_seconds": 12, "action": {"type": "end_call"}},
     ]);
     let mut h = Harness::live(openai(json!({"hooks": hooks})));
-    h.advance(5 * Duration::from_secs(1) - MS);
+    h.advance(5 * Duration::from_secs(1) - PRIMED - MS);
     assert!(h.take_events().is_empty());
     h.advance(MS);
     let fired = h.take_events();
@@ -447,7 +455,7 @@ fn user_speech_keeps_hooks_quiet() {
 fn the_duration_cap_warns_then_ends() {
     let session = resolved(json!({"type": "inline", "model": "provider_b"}), json!({"max_session_seconds": 60}));
     let mut h = Harness::live(session);
-    h.advance(Duration::from_secs(30) - MS);
+    h.advance(Duration::from_secs(30) - PRIMED - MS);
     assert!(h.take_events().is_empty());
     h.advance(MS);
     assert_eq!(
@@ -598,7 +606,9 @@ fn audio_waits_for_someone_to_hear_it() {
     h.core.handle_peer(h.now, Peer { active: true, ..peer });
     h.collect();
     h.advance(Duration::from_secs(1));
-    assert_eq!(h.frames, 20, "the greeting plays in full once it can be heard");
+    assert!(h.silence_frames >= PRIMING_FRAMES, "first the priming silence for the new listener");
+    assert_eq!(h.frames, 20, "then the greeting, in full, once it can be heard");
+    assert!(h.take_types().contains(&"bot-started-speaking".to_owned()));
 }
 
 #[test]

@@ -1,0 +1,634 @@
+//! Sessions end to end: the real `svc serve` with its session runtime, a scripted fake provider
+//! (a real server speaking the upstream's wire protocol, `svc-testkit`), and the official PyPI
+//! `livekit` client driven by tests/e2e/session_client.py, which starts the session over REST,
+//! joins the room and speaks the data-channel protocol.
+//!
+//! Each test runs one scenario of the client and then checks three things: what the client saw
+//! (its result JSON), what the provider received (the fake records every frame and the user audio
+//! per connection), and what svc stored (REST history: transcript, timeline, usage, recording).
+//! Audio is judged by correlation with what was actually sent: the microphone WAV against the
+//! audio the fake received, and the fake's synthesized reply against what the client recorded.
+//!
+//! Ignored by default (they need the harness `scripts/interop-setup.sh` installs); run by
+//! `scripts/test.sh`. One at a time: they are real-time media on two cores.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Server, clip, kill_group, svc};
+use svc_audio::analysis::best_correlation;
+use svc_provider::resample::Resampler;
+use svc_testkit::{Action, FAKE_API_KEY, FakeUpstream, Flavor, Reply};
+
+mod support;
+
+/// Real-time media tests share two cores with the build: one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+const SETUP_HINT: &str = "run scripts/interop-setup.sh (scripts/test.sh does) to install the test harness";
+/// What the microphone says (48 kHz espeak speech, made by the setup script).
+const MIC_WAV: &str = "target/interop/audio/caller.wav";
+
+fn repo() -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    repo.canonicalize().unwrap_or(repo)
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// One test's world: the fake provider, `svc serve` pointed at it, and an API key.
+struct World {
+    test: &'static str,
+    dir: PathBuf,
+    fake: FakeUpstream,
+    server: Server,
+    base_url: String,
+    key: String,
+    _guard: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl World {
+    async fn start(test: &'static str, flavor: Flavor, extra: &[&str]) -> World {
+        let guard = ONE_AT_A_TIME.lock().await;
+        let repo = repo();
+        for path in ["target/interop/venv/bin/python", MIC_WAV] {
+            assert!(repo.join(path).exists(), "{path} is missing: {SETUP_HINT}");
+        }
+        let dir = repo.join("target/e2e").join(test);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("run directory");
+        let fake = FakeUpstream::start(flavor).await;
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let listen = format!("127.0.0.1:{}", free_port());
+        let public = format!("http://{listen}");
+        let admin = |args: &[&str]| {
+            let output = svc(data_dir.path()).args(["--public-url", &public]).args(args).output().expect("run svc");
+            assert!(output.status.success(), "svc {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+            String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        };
+        admin(&["workspace", "create", "--slug", "e2e", "--name", "E2E"]);
+        let key = admin(&[
+            "key",
+            "create",
+            "--workspace",
+            "e2e",
+            "--scope",
+            "realtime:start",
+            "--scope",
+            "realtime:read",
+            "--scope",
+            "realtime:logs",
+        ]);
+        let openai = fake.openai_base_url();
+        let gemini = fake.gemini_base_url();
+        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let server = Server::start_with(dir.join("svc.log"), data_dir, &listen, move |command| {
+            command
+                .env("OPENAI_API_KEY", FAKE_API_KEY)
+                .env("OPENAI_BASE_URL", &openai)
+                .env("XAI_API_KEY", FAKE_API_KEY)
+                .env("XAI_BASE_URL", &openai)
+                .env("GEMINI_API_KEY", FAKE_API_KEY)
+                .env("GOOGLE_GEMINI_BASE_URL", &gemini)
+                .args(["--public-url", &public, "--server-tools", "end_call,speaker_log,examine_image"])
+                .args(&extra);
+        });
+        World { test, dir, fake, server, base_url: format!("http://{listen}"), key, _guard: guard }
+    }
+
+    /// Starts the client on `scenario` with the session config `config`.
+    fn client(&self, scenario: &str, config: Value) -> ClientRun {
+        let repo = repo();
+        let out = self.dir.join(format!("{scenario}.json"));
+        let stderr = self.dir.join(format!("{scenario}.client.log"));
+        let mut command = Command::new(repo.join("target/interop/venv/bin/python"));
+        command
+            .arg(repo.join("tests/e2e/session_client.py"))
+            .args(["--base-url", &self.base_url, "--api-key", &self.key, "--scenario", scenario])
+            .args(["--config", &config.to_string()])
+            .arg("--mic")
+            .arg(repo.join(MIC_WAV))
+            .arg("--out")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .process_group(0);
+        let mut child = command.spawn().expect("spawn the python client");
+        let stdout = child.stdout.take().expect("stdout");
+        let (marks, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(mark) = line.strip_prefix("@mark ") {
+                    let _ = marks.send(mark.to_owned());
+                }
+            }
+        });
+        ClientRun { child, out, stderr, marks: received, started: Instant::now() }
+    }
+
+    /// GET under `/api/v1/external` with the world's key.
+    fn get(&self, path: &str) -> (u16, Vec<u8>) {
+        http_get(&self.server.listen, &format!("/api/v1/external{path}"), &self.key)
+    }
+
+    fn get_json(&self, path: &str) -> Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).expect("json")
+    }
+
+    /// Polls the usage route until the numbers are final.
+    async fn final_usage(&self, session_id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let usage = self.get_json(&format!("/sessions/{session_id}/usage"));
+            if usage["usage_status"] != "pending" || Instant::now() > deadline {
+                return usage;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn failure_report(&self, result: &Value, run: &ClientRun) -> String {
+        let types: Vec<String> = result["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| format!("{}@{}", e["type"].as_str().unwrap_or("?"), e["_t"]))
+            .collect();
+        let log = std::fs::read_to_string(&run.stderr).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(30).collect();
+        format!(
+            "{}: client failure: {}\nevents: {}\nobservations: {}\nclient log (last lines):\n{}\nsvc log:\n{}\nall in {}",
+            self.test,
+            result["failure"],
+            clip(&types.join(" "), 4000),
+            clip(&result["observations"].to_string(), 3000),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            self.server.log_tail(60),
+            self.dir.display()
+        )
+    }
+}
+
+struct ClientRun {
+    child: Child,
+    out: PathBuf,
+    stderr: PathBuf,
+    marks: std::sync::mpsc::Receiver<String>,
+    started: Instant,
+}
+
+impl ClientRun {
+    async fn mark(&self, name: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.marks.try_recv() {
+                Ok(mark) if mark == name => return,
+                Ok(_) => {}
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => panic!("the client exited before `{name}`"),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    assert!(Instant::now() < deadline, "the client did not reach `{name}` in {timeout:?}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    /// Waits for the client (killing it past `timeout`) and returns its result.
+    async fn finish(mut self, world: &World, timeout: Duration) -> Value {
+        while self.child.try_wait().ok().flatten().is_none() {
+            if self.started.elapsed() > timeout {
+                kill_group(&mut self.child);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = kill_group(&mut self.child);
+        let result: Value = std::fs::read(&self.out)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_else(|| json!({"ok": false, "failure": "no result JSON", "events": [], "observations": {}}));
+        assert!(result["ok"] == true, "{}", world.failure_report(&result, &self));
+        result
+    }
+}
+
+fn http_get(listen: &str, path: &str, key: &str) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(listen).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {listen}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read");
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("headers") + 4;
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status");
+    let mut body = response[split..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&body[..end]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&body[end + 2..end + 2 + size]);
+        body = &body[end + 4 + size..];
+    }
+    out
+}
+
+fn read_wav(path: &Path) -> (Vec<i16>, u32, u16) {
+    let wav = svc_audio::wav::read_wav_file(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    (wav.samples, wav.sample_rate, wav.channels)
+}
+
+fn resample(pcm: &[i16], from: u32, to: u32) -> Vec<i16> {
+    if from == to {
+        return pcm.to_vec();
+    }
+    if from != 48_000 && to != 48_000 {
+        // The resampler converts to and from the room's rate; go through it.
+        return resample(&resample(pcm, from, 48_000), 48_000, to);
+    }
+    let mut resampler = Resampler::new(from, to).expect("resampler");
+    let mut out = Vec::new();
+    resampler.process(pcm, &mut out);
+    resampler.flush(&mut out);
+    out
+}
+
+/// How well `received` (at `received_rate`) contains `reference` (at `reference_rate`).
+fn correlation(reference: &[i16], reference_rate: u32, received: &[i16], received_rate: u32) -> f64 {
+    let reference = resample(reference, reference_rate, 16_000);
+    let received = resample(received, received_rate, 16_000);
+    best_correlation(&reference, &received, received.len()).coefficient
+}
+
+fn mic_pcm() -> Vec<i16> {
+    let (pcm, rate, channels) = read_wav(&repo().join(MIC_WAV));
+    assert_eq!((rate, channels), (48_000, 1));
+    pcm
+}
+
+fn events<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
+    result["events"].as_array().into_iter().flatten().filter(|e| e["type"] == kind).collect()
+}
+
+fn session_id(result: &Value) -> String {
+    result["observations"]["session_id"].as_str().expect("session id").to_owned()
+}
+
+fn agent_recording(result: &Value) -> Vec<i16> {
+    let path = result["observations"]["agent_recording"].as_str().expect("the client recorded the agent");
+    read_wav(Path::new(path)).0
+}
+
+/// The user's audio the fake kept on connection `index`, at 24 kHz (OpenAI/xAI/GPT-Live rate).
+fn fake_audio(fake: &FakeUpstream, index: usize) -> Vec<i16> {
+    fake.audio().get(index).cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_conversation_from_ready_to_stored_history() {
+    let world = World::start("conversation", Flavor::OpenAi, &[]).await;
+    let greeting = "Hello there, I am your assistant.";
+    let spoken_reply = "I heard every word you said.";
+    let typed_reply = "It is twelve o clock.";
+    world.fake.queue([
+        Reply::Speak(greeting.into()),
+        Reply::Speak(spoken_reply.into()),
+        Reply::Speak(typed_reply.into()),
+    ]);
+    let config =
+        json!({"agent": {"type": "inline", "model": "provider_b", "instructions": "Be brief.", "greeting": greeting}});
+    let run = world.client("conversation", config);
+    let result = run.finish(&world, Duration::from_secs(90)).await;
+    let observations = &result["observations"];
+    let id = session_id(&result);
+
+    // Readiness: the frame and the attribute carry the same payload.
+    let ready =
+        json!({"type": "ready", "session_id": id, "agent": null, "rejected_tools": [], "max_session_seconds": 14400});
+    assert_eq!(observations["ready_frame"], ready);
+    assert_eq!(observations["ready_attribute"], ready);
+    let states: Vec<&str> =
+        observations["agent_states"].as_array().into_iter().flatten().filter_map(|s| s[1].as_str()).collect();
+    for state in ["listening", "thinking", "speaking"] {
+        assert!(states.contains(&state), "lk.agent.state went through {state}: {states:?}");
+    }
+    // The greeting came first, as the first assistant turn.
+    let finals: Vec<&str> = events(&result, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(finals, [greeting, spoken_reply, typed_reply]);
+    // The typed turn: the user's text, then the answer with markers in the spec's order and
+    // fragments that add up to the final.
+    let typed: Vec<&Value> = observations["typed_turn"].as_array().expect("typed turn").iter().collect();
+    assert_eq!(
+        typed[0],
+        &json!({"type": "transcript", "role": "USER", "text": "What time is it?", "is_final": true, "_t": typed[0]["_t"]})
+    );
+    let fragments: String = typed
+        .iter()
+        .filter(|e| e["type"] == "transcript" && e["role"] == "ASSISTANT" && e["is_final"] == false)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(fragments, typed_reply, "the fragments of the heard audio add up to the final");
+    let tts_started = typed.iter().position(|e| e["type"] == "bot-tts-started").expect("bot-tts-started");
+    assert_eq!(typed[tts_started + 1]["type"], "bot-started-speaking", "tts marker immediately before");
+    let tts_stopped = typed.iter().position(|e| e["type"] == "bot-tts-stopped").expect("bot-tts-stopped");
+    assert_eq!(typed[tts_stopped + 1]["type"], "bot-stopped-speaking", "tts marker immediately before");
+
+    // The microphone reached the provider; the provider's voice reached the client.
+    let heard_by_fake = correlation(&mic_pcm(), 48_000, &fake_audio(&world.fake, 0), 24_000);
+    assert!(heard_by_fake >= 0.9, "the microphone at the provider: correlation {heard_by_fake:.3}");
+    let agent = agent_recording(&result);
+    let spoken = svc_testkit::speech::speech(spoken_reply, 24_000);
+    let heard_by_client = correlation(&spoken, 24_000, &agent, 48_000);
+    assert!(heard_by_client >= 0.9, "the provider's voice at the client: correlation {heard_by_client:.3}");
+
+    // What the provider received: the typed turn, never the out-of-bounds note or the unknown type.
+    let received = world.fake.received();
+    assert!(received.iter().any(|r| r.message.pointer("/item/content/0/text") == Some(&json!("What time is it?"))));
+    assert!(
+        !received.iter().any(|r| r.message.to_string().contains(&"x".repeat(5000))),
+        "send-context over 4096 chars never goes upstream"
+    );
+
+    // What svc stored.
+    let session = world.get_json(&format!("/sessions/{id}"));
+    assert_eq!(session["status"], "completed");
+    let transcript = world.get_json(&format!("/sessions/{id}/transcript"));
+    let turns: Vec<(String, String)> = transcript
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| (t["role"].as_str().unwrap_or("").to_owned(), t["text"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    assert_eq!(turns.first(), Some(&("assistant".to_owned(), greeting.to_owned())));
+    assert!(turns.contains(&("user".to_owned(), "What time is it?".to_owned())), "{turns:?}");
+    assert!(turns.contains(&("assistant".to_owned(), typed_reply.to_owned())), "{turns:?}");
+    let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+    let kinds: Vec<&str> =
+        timeline["events"].as_array().into_iter().flatten().filter_map(|e| e["type"].as_str()).collect();
+    for kind in [
+        "session.started",
+        "agent.joined",
+        "provider.ready",
+        "participant.joined",
+        "client.connect_timings",
+        "session.ended",
+    ] {
+        assert!(kinds.contains(&kind), "timeline has {kind}: {kinds:?}");
+    }
+    let timings = timeline["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["type"] == "client.connect_timings")
+        .expect("timings");
+    assert_eq!(timings["data"]["mic_ms"], 12);
+    let usage = world.final_usage(&id).await;
+    assert_eq!(usage["usage_status"], "recorded", "{usage}");
+    assert_eq!(usage["turn_count"], 3);
+    assert!(usage["agent_speaking_seconds"].as_f64().unwrap_or(0.0) > 1.0, "{usage}");
+    assert!(usage["user_speaking_seconds"].as_f64().unwrap_or(0.0) > 1.0, "{usage}");
+    assert!(usage["tokens"]["total_tokens"].as_i64().unwrap_or(0) > 0, "{usage}");
+    let (status, wav) = world.get(&format!("/sessions/{id}/recording"));
+    assert_eq!(status, 200);
+    let recording = svc_audio::wav::read_wav(&wav).expect("the recording is a WAV");
+    assert_eq!((recording.channels, recording.sample_rate), (2, 24_000));
+    let user_lane: Vec<i16> = recording.samples.iter().step_by(2).copied().collect();
+    let agent_lane: Vec<i16> = recording.samples.iter().skip(1).step_by(2).copied().collect();
+    let user_in_recording = correlation(&mic_pcm(), 48_000, &user_lane, 24_000);
+    let agent_in_recording = correlation(&spoken, 24_000, &agent_lane, 24_000);
+    assert!(user_in_recording >= 0.9, "the user's side of the recording: {user_in_recording:.3}");
+    assert!(agent_in_recording >= 0.9, "the agent's side of the recording: {agent_in_recording:.3}");
+    eprintln!(
+        "conversation: ready {} ms after join; mic→provider {heard_by_fake:.3}, provider→client {heard_by_client:.3}, recording {user_in_recording:.3}/{agent_in_recording:.3}",
+        observations["ready_ms_after_join"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_client_tool_round_trip_and_a_background_job() {
+    let world = World::start("tools", Flavor::OpenAi, &[]).await;
+    world.fake.queue([
+        Reply::ToolCall { name: "lookup_order".into(), arguments: json!({"order_id": "42"}) },
+        Reply::Speak("Your order ships on Friday.".into()),
+        Reply::Speak("Good news, your refund is done.".into()),
+    ]);
+    let tool = json!({"kind": "client", "name": "lookup_order", "description": "Look up an order by id.",
+        "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}});
+    let config = json!({"agent": {"type": "inline", "model": "provider_b", "tools": [tool]}});
+    let result = world.client("tools", config).finish(&world, Duration::from_secs(60)).await;
+    let observations = &result["observations"];
+    let invocation = &observations["invocation"];
+    assert_eq!(invocation["name"], "lookup_order");
+    assert_eq!(invocation["args"], json!({"order_id": "42"}));
+    assert_eq!((invocation["origin"].as_str(), invocation["executable"].as_bool()), (Some("realtime"), Some(true)));
+    assert_eq!(observations["rpc_first"], json!({"ok": true, "payload": {"accepted": true}}));
+    for refused in ["rpc_duplicate", "rpc_unknown", "rpc_malformed"] {
+        assert_eq!(observations[refused]["ok"], false, "{refused}: {}", observations[refused]);
+        assert_eq!(observations[refused]["code"], 1500, "{refused}");
+    }
+    assert!(observations["rpc_duplicate"]["message"].as_str().unwrap_or("").contains("already answered"));
+    // Upstream: one output for the call, then the job's result as a note the model answered.
+    let outputs = world.fake.frames("conversation.item.create");
+    let call_outputs: Vec<&Value> =
+        outputs.iter().map(|r| &r.message["item"]).filter(|item| item["type"] == "function_call_output").collect();
+    assert_eq!(call_outputs.len(), 1, "answered exactly once");
+    assert!(call_outputs[0]["output"].as_str().unwrap_or("").contains("shipped"));
+    assert!(
+        outputs.iter().any(|r| r.message.to_string().contains("The refund of 20 euros was issued.")),
+        "the background job's summary reached the model"
+    );
+    let id = session_id(&result);
+    let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+    let kinds: Vec<&str> =
+        timeline["events"].as_array().into_iter().flatten().filter_map(|e| e["type"].as_str()).collect();
+    for kind in ["tool.invocation", "tool.result", "tool.job_result"] {
+        assert!(kinds.contains(&kind), "timeline has {kind}: {kinds:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn fifty_kilobyte_messages_cross_in_chunks_both_ways() {
+    let world = World::start("chunking", Flavor::OpenAi, &[]).await;
+    let text = "0123456789".repeat(5_000);
+    world.fake.queue([
+        Reply::ToolCall { name: "show_text".into(), arguments: json!({"text": text}) },
+        Reply::Speak("Done.".into()),
+    ]);
+    let tool = json!({"kind": "client", "name": "show_text", "description": "Show a text on screen."});
+    let config = json!({"agent": {"type": "inline", "model": "provider_b", "tools": [tool]}});
+    let result = world.client("chunking", config).finish(&world, Duration::from_secs(60)).await;
+    assert_eq!(result["observations"]["invocation_text_len"], 50_000, "server to client");
+    assert!(result["observations"]["chunks_received"].as_u64().unwrap_or(0) >= 7);
+    let long_text = world
+        .fake
+        .received()
+        .iter()
+        .filter_map(|r| r.message.pointer("/item/content/0/text").and_then(Value::as_str).map(str::len))
+        .max()
+        .unwrap_or(0);
+    assert!(long_text > 50_000, "client to server: the longest user text upstream has {long_text} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn the_duration_cap_warns_then_ends_the_session() {
+    let world = World::start("cap", Flavor::OpenAi, &["--max-session-seconds", "12"]).await;
+    let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
+    let result = world.client("cap", config).finish(&world, Duration::from_secs(60)).await;
+    let observations = &result["observations"];
+    assert_eq!(observations["ready_attribute"]["max_session_seconds"], 12, "the server's cap is the effective one");
+    let soon = &observations["ending_soon"];
+    assert_eq!(soon["reason"], "max_session_duration");
+    let remaining = soon["seconds_remaining"].as_f64().unwrap_or(0.0);
+    assert!((5.5..=6.5).contains(&remaining), "warned {remaining} s ahead of a 12 s cap");
+    assert_eq!(observations["ended"]["reason"], "max_session_duration");
+    let between = observations["ended"]["_t"].as_f64().unwrap_or(0.0) - soon["_t"].as_f64().unwrap_or(0.0);
+    assert!((5.0..=7.5).contains(&between), "ended {between:.1} s after the warning");
+    let id = session_id(&result);
+    let session = world.get_json(&format!("/sessions/{id}"));
+    assert_eq!(session["status"], "completed");
+    let usage = world.final_usage(&id).await;
+    assert_eq!(usage["usage_status"], "unavailable", "nobody spoke: {usage}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn silence_hooks_speak_then_end_the_call() {
+    let world = World::start("hooks", Flavor::OpenAi, &[]).await;
+    world.fake.queue([Reply::Speak("Are you still there?".into()), Reply::Speak("Goodbye for now.".into())]);
+    let hooks = json!([
+        {"trigger": "user.speech.timeout", "timeout_seconds": 2, "action": {"type": "say", "text": "Are you still there?"}, "max_count": 1},
+        {"trigger": "user.speech.timeout", "timeout_seconds": 4, "action": {"type": "end_call", "farewell": "Goodbye for now."}},
+    ]);
+    let config = json!({"agent": {"type": "inline", "model": "provider_b", "hooks": hooks}});
+    let result = world.client("hooks", config).finish(&world, Duration::from_secs(60)).await;
+    let observations = &result["observations"];
+    let timeouts = observations["timeouts"].as_array().expect("timeouts");
+    assert_eq!(timeouts.len(), 2, "{timeouts:?}");
+    assert_eq!(timeouts[0]["action"], json!({"type": "say", "text": "Are you still there?"}));
+    assert_eq!((timeouts[0]["trigger_count"].as_u64(), timeouts[0]["max_count"].as_u64()), (Some(1), Some(1)));
+    assert!(timeouts[0]["silence_ms"].as_u64().unwrap_or(0) >= 2000);
+    assert_eq!(timeouts[1]["action"]["type"], "end_call");
+    assert_eq!(observations["ended"]["reason"], "silence_timeout");
+    let finals: Vec<&str> = events(&result, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(finals, ["Are you still there?", "Goodbye for now."], "the farewell is heard before the end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn barge_in_stops_the_agent_and_keeps_only_what_was_heard() {
+    let world = World::start("barge-in", Flavor::OpenAi, &[]).await;
+    let story = "Once upon a time there was a little robot who lived in a quiet town by the sea and every morning it \
+                 walked along the beach to count the waves that rolled in from far away";
+    world.fake.queue([Reply::Speak(story.into()), Reply::Speak("Sorry, go ahead.".into())]);
+    let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
+    let result = world.client("barge_in", config).finish(&world, Duration::from_secs(60)).await;
+    let observations = &result["observations"];
+    let stopped_ms = observations["stopped_after_talk_ms"].as_i64().unwrap_or(i64::MAX);
+    assert!(stopped_ms < 1500, "the agent stopped {stopped_ms} ms after the user started talking");
+    let heard = observations["heard"].as_str().unwrap_or_default();
+    assert!(!heard.is_empty() && heard.len() < story.len() / 2, "heard {heard:?} of a {}-char story", story.len());
+    assert!(
+        story.starts_with(heard.trim_end_matches(['.', ' '])),
+        "the heard text is the story's beginning: {heard:?}"
+    );
+    let truncate = world.fake.frames("conversation.item.truncate");
+    assert_eq!(truncate.len(), 1, "the provider's item was truncated at what was heard");
+    let end_ms = truncate[0].message["audio_end_ms"].as_u64().unwrap_or(0);
+    assert!((1_000..6_000).contains(&end_ms), "truncated at {end_ms} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn an_upstream_rotation_says_reconnecting_and_loses_no_user_audio() {
+    let world = World::start("rotation", Flavor::OpenAi, &[]).await;
+    world.fake.queue([Reply::Speak("Still here after the switch.".into())]);
+    let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
+    let run = world.client("rotation", config);
+    run.mark("ready", Duration::from_secs(20)).await;
+    // The user is mid-sentence when the upstream session expires.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    world.fake.act(Action::Expire).await;
+    let result = run.finish(&world, Duration::from_secs(60)).await;
+    assert!(result["observations"]["reconnecting"]["type"] == "reconnecting");
+    assert_eq!(world.fake.connections().len(), 2, "a second upstream session");
+    let mut upstream = fake_audio(&world.fake, 0);
+    upstream.extend(fake_audio(&world.fake, 1));
+    let kept = correlation(&mic_pcm(), 48_000, &upstream, 24_000);
+    assert!(kept >= 0.9, "the user's sentence across both upstream sessions: correlation {kept:.3}");
+    assert!(!events(&result, "svc.reconnected").is_empty());
+}
+
+/// One spoken turn with a provider family: the microphone reaches it, its voice reaches the client.
+async fn spoken_turn(test: &'static str, flavor: Flavor, model: &str, input_rate: u32, nudge: Option<Action>) {
+    let world = World::start(test, flavor, &[]).await;
+    let reply = "Nice to hear from you today.";
+    world.fake.queue([Reply::Speak(reply.into())]);
+    let config = json!({"agent": {"type": "inline", "model": model}});
+    let run = world.client("spoken_turn", config);
+    if let Some(action) = nudge {
+        run.mark("spoken", Duration::from_secs(30)).await;
+        world.fake.act(action).await;
+    }
+    let result = run.finish(&world, Duration::from_secs(60)).await;
+    let upstream = if flavor == Flavor::OpenAi || input_rate == 24_000 {
+        fake_audio(&world.fake, 0)
+    } else {
+        world.fake.gemini_session_audio()
+    };
+    let heard_by_fake = correlation(&mic_pcm(), 48_000, &upstream, input_rate);
+    assert!(heard_by_fake >= 0.9, "{test}: the microphone at the provider: {heard_by_fake:.3}");
+    let spoken = svc_testkit::speech::speech(reply, 24_000);
+    let reference = world.dir.join("reply.reference.wav");
+    let file = std::fs::File::create(&reference).expect("reference file");
+    svc_audio::wav::write_wav(file, 24_000, 1, &spoken).expect("reference");
+    let heard_by_client = correlation(&spoken, 24_000, &agent_recording(&result), 48_000);
+    assert!(
+        heard_by_client >= 0.9,
+        "{test}: the provider's voice at the client: {heard_by_client:.3} (reference {})",
+        reference.display()
+    );
+    let finals: Vec<&str> = events(&result, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(finals, [reply]);
+    eprintln!("{test}: mic→provider {heard_by_fake:.3}, provider→client {heard_by_client:.3}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn xai_holds_a_spoken_turn() {
+    spoken_turn("xai", Flavor::Xai, "provider_c", 24_000, None).await;
+}
