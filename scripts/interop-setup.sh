@@ -85,13 +85,23 @@ else
 fi
 
 step "bundle (tests/interop/web/dist)"
-if [[ -f $WEB/dist/bundle.js && $WEB/dist/bundle.js -nt $WEB/app.js && $WEB/dist/bundle.js -nt $WEB/node_modules/.interop-stamp &&
-  $WEB/dist/index.html -nt $WEB/index.html ]]; then
+# Two pages: the interop peer (app.js, index.html) and the session client of the end-to-end
+# session tests (session.js, session.html); recorder.js is shared.
+sources=(app.js session.js recorder.js index.html session.html node_modules/.interop-stamp)
+fresh=1
+for source in "${sources[@]}"; do
+  for built in bundle.js session.js; do
+    [[ -f $WEB/dist/$built && $WEB/dist/$built -nt $WEB/$source ]] || fresh=0
+  done
+done
+if ((fresh)); then
   done_step "up to date"
 else
   (cd "$WEB" && ./node_modules/.bin/esbuild app.js --bundle --format=esm --target=es2020 --log-level=warning \
     --outfile=dist/bundle.js)
-  cp "$WEB/index.html" "$WEB/dist/index.html"
+  (cd "$WEB" && ./node_modules/.bin/esbuild session.js --bundle --format=esm --target=es2020 --log-level=warning \
+    --outfile=dist/session.js)
+  cp "$WEB/index.html" "$WEB/session.html" "$WEB/dist/"
   done_step "built"
 fi
 

@@ -134,6 +134,33 @@ impl World {
         ClientRun { child, out, stderr, marks: received, started: Instant::now() }
     }
 
+    /// Starts the browser client (livekit-client in Chromium, tests/interop/web/session.js) on
+    /// the `conversation` scenario with the session config `config`.
+    fn browser_client(&self, config: Value) -> ClientRun {
+        let repo = repo();
+        assert!(repo.join("tests/interop/web/dist/session.js").exists(), "the browser bundle is missing: {SETUP_HINT}");
+        let out = self.dir.join("browser.json");
+        let stderr = self.dir.join("browser.client.log");
+        let mut command = Command::new("node");
+        command
+            .arg(repo.join("tests/interop/web/drive.mjs"))
+            .args(["--session", "--base-url", &self.base_url, "--api-key", &self.key, "--timeout", "60"])
+            .args(["--config", &config.to_string()])
+            .arg("--python")
+            .arg(repo.join("target/interop/venv/bin/python"))
+            .arg("--publish-wav")
+            .arg(repo.join(MIC_WAV))
+            .arg("--out")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .process_group(0);
+        let child = command.spawn().expect("spawn the browser driver");
+        let (_, marks) = std::sync::mpsc::channel();
+        ClientRun { child, out, stderr, marks, started: Instant::now() }
+    }
+
     /// GET under `/api/v1/external` with the world's key.
     fn get(&self, path: &str) -> (u16, Vec<u8>) {
         http_get(&self.server.listen, &format!("/api/v1/external{path}"), &self.key)
@@ -167,9 +194,10 @@ impl World {
         let log = std::fs::read_to_string(&run.stderr).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(30).collect();
         format!(
-            "{}: client failure: {}\nevents: {}\nobservations: {}\nclient log (last lines):\n{}\nsvc log:\n{}\nall in {}",
+            "{}: client failure: {} {}\nevents: {}\nobservations: {}\nclient log (last lines):\n{}\nsvc log:\n{}\nall in {}",
             self.test,
             result["failure"],
+            result["failures"],
             clip(&types.join(" "), 4000),
             clip(&result["observations"].to_string(), 3000),
             tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
@@ -587,6 +615,40 @@ async fn an_upstream_rotation_says_reconnecting_and_loses_no_user_audio() {
     let kept = correlation(&mic_pcm(), 48_000, &upstream, 24_000);
     assert!(kept >= 0.9, "the user's sentence across both upstream sessions: correlation {kept:.3}");
     assert!(!events(&result, "svc.reconnected").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_browser_on_livekit_client_holds_a_conversation() {
+    let world = World::start("browser", Flavor::OpenAi, &[]).await;
+    let greeting = "Hello from the agent.";
+    let spoken_reply = "I heard every word you said.";
+    world.fake.queue([
+        Reply::Speak(greeting.into()),
+        Reply::Speak(spoken_reply.into()),
+        Reply::Speak("It is noon.".into()),
+    ]);
+    let config = json!({"agent": {"type": "inline", "model": "provider_b", "greeting": greeting}});
+    let result = world.browser_client(config).finish(&world, Duration::from_secs(90)).await;
+    let observations = &result["observations"];
+    let id = observations["session_id"].as_str().expect("session id").to_owned();
+    let ready =
+        json!({"type": "ready", "session_id": id, "agent": null, "rejected_tools": [], "max_session_seconds": 14400});
+    assert_eq!(observations["ready_frame"], ready);
+    assert_eq!(observations["ready_attribute"], ready);
+    let finals: Vec<&str> = events(&result, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(finals, [greeting, spoken_reply, "It is noon."]);
+    let heard_by_fake = correlation(&mic_pcm(), 48_000, &fake_audio(&world.fake, 0), 24_000);
+    assert!(heard_by_fake >= 0.9, "the browser's microphone at the provider: {heard_by_fake:.3}");
+    let spoken = svc_testkit::speech::speech(spoken_reply, 24_000);
+    let heard_by_client = correlation(&spoken, 24_000, &agent_recording(&result), 48_000);
+    assert!(heard_by_client >= 0.9, "the provider's voice in the browser: {heard_by_client:.3}");
+    assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "completed");
+    eprintln!("browser: mic→provider {heard_by_fake:.3}, provider→browser {heard_by_client:.3}");
 }
 
 /// One spoken turn with a provider family: the microphone reaches it, its voice reaches the client.

@@ -11,6 +11,11 @@
 // the recording must match --publish-wav and must not match --expect-wav. It proves the measuring
 // instrument (fake mic, Opus, recorder, compare.py) before any room test relies on it.
 //
+// `--session` instead runs the svc session client (session.js, for crates/svc-server/tests/
+// sessions_e2e.rs): the driver starts a session over REST (--base-url, --api-key, --config: the
+// session-config fields beside `sdk`), and the page joins, talks (the fake microphone plays
+// --publish-wav once, when the page turns it on) and types, and records the agent.
+//
 // Writes result.json and result.recorded.wav, exits 0 iff the peer's checks all passed. The browser
 // is always closed: on success, on failure, on the driver's own overall timeout and on SIGTERM.
 import { execFile } from 'node:child_process';
@@ -36,14 +41,27 @@ const { values: args } = parseArgs({
     timeout: { type: 'string', default: '40' },
     python: { type: 'string', default: path.resolve(here, '../../../target/interop/venv/bin/python') },
     'self-check': { type: 'boolean', default: false },
+    session: { type: 'boolean', default: false },
+    'base-url': { type: 'string' },
+    'api-key': { type: 'string' },
+    config: { type: 'string', default: '{}' },
   },
 });
 const selfCheck = args['self-check'];
-for (const name of selfCheck ? ['publish-wav', 'expect-wav', 'out'] : ['url', 'token', 'peer', 'role', 'publish-wav', 'expect-wav', 'out']) {
+const sessionMode = args.session;
+const required = selfCheck
+  ? ['publish-wav', 'expect-wav', 'out']
+  : sessionMode
+    ? ['base-url', 'api-key', 'publish-wav', 'out']
+    : ['url', 'token', 'peer', 'role', 'publish-wav', 'expect-wav', 'out'];
+for (const name of required) {
   if (!args[name]) usage(`--${name} is required`);
 }
 if (selfCheck) args.role = 'self-check';
-else if (!['caller', 'responder'].includes(args.role)) usage('--role must be caller or responder');
+else if (sessionMode) {
+  args.role = 'session';
+  args['expect-wav'] ??= args['publish-wav'];
+} else if (!['caller', 'responder'].includes(args.role)) usage('--role must be caller or responder');
 if (!['0', '1', 'default'].includes(args['single-pc'])) usage('--single-pc must be 0, 1 or default');
 
 const started = Date.now();
@@ -101,8 +119,9 @@ function judgeAudio(tailSeconds, reference = expectWav) {
 }
 
 // --- The page, served from dist/ on a free loopback port ----------------------------------------
+const indexPage = sessionMode ? '/session.html' : '/index.html';
 const server = http.createServer((request, response) => {
-  const name = new URL(request.url, 'http://page').pathname.replace(/^\/$/, '/index.html');
+  const name = new URL(request.url, 'http://page').pathname.replace(/^\/$/, indexPage);
   const file = path.join(dist, path.normalize(name));
   if (!file.startsWith(dist + path.sep) || !fs.existsSync(file)) {
     response.writeHead(404).end();
@@ -140,6 +159,7 @@ async function finish(result) {
   if (recordedBytes) {
     writeRecording();
     result.observations.recording = recordingPath;
+    result.observations.agent_recording = recordingPath;
   }
   report(result);
 }
@@ -175,7 +195,8 @@ try {
       '--disable-sync',
       '--use-fake-ui-for-media-stream', // grant getUserMedia without a prompt
       '--use-fake-device-for-media-stream',
-      `--use-file-for-fake-audio-capture=${publishWav}`, // the microphone plays (and loops) the WAV
+      // The microphone plays (and loops) the WAV; a session client speaks it once.
+      `--use-file-for-fake-audio-capture=${publishWav}${sessionMode ? '%noloop' : ''}`,
       '--autoplay-policy=no-user-gesture-required', // the peer's audio element and AudioContext may play
       ...(process.env.INTEROP_CHROMIUM_FLAGS ?? '').split(' ').filter(Boolean),
     ],
@@ -198,8 +219,10 @@ try {
   });
   await page.exposeFunction('interopJudgeAudio', judgeAudio);
   await page.goto(pageUrl);
-  await page.waitForFunction(() => typeof window.runPeer === 'function', null, { timeout: 10000 });
+  const entry = sessionMode ? 'runSession' : 'runPeer';
+  await page.waitForFunction((name) => typeof window[name] === 'function', entry, { timeout: 10000 });
   say(`chromium ready in ${Date.now() - started} ms`);
+  if (sessionMode) await finish(await runSession(page));
 
   const wavSeconds = (file) => (fs.statSync(file).size - 44) / 2 / 48000;
   if (selfCheck) await finish(await runSelfCheck(page, wavSeconds(publishWav) + 1.5));
@@ -234,6 +257,26 @@ try {
   await finish(final);
 } catch (error) {
   await finish({ ok: false, failures: [`driver: ${error?.message?.split('\n')[0] ?? error}`], observations: { signal_urls: signalUrls } });
+}
+
+// Starts the session over REST, then lets the page run it.
+async function runSession(page) {
+  const body = { sdk: { name: 'e2e-browser', version: '1.0.0' }, ...JSON.parse(args.config) };
+  const response = await fetch(`${args['base-url'].replace(/\/$/, '')}/api/v1/external/realtime/session/start`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${args['api-key']}`, 'content-type': 'application/json', 'x-svc-sdk': 'e2e-browser/1.0.0' },
+    body: JSON.stringify(body),
+  });
+  const start = await response.json();
+  if (response.status !== 200) return { ok: false, failures: [`session start answered ${response.status}: ${JSON.stringify(start)}`], observations: {} };
+  const overall = (timeoutSeconds + 10) * 1000;
+  const result = await Promise.race([
+    page.evaluate((c) => window.runSession(c), { start, timeoutSeconds }),
+    new Promise((resolve) => setTimeout(() => resolve(null), overall)),
+  ]);
+  const final = result ?? (await page.evaluate((reason) => window.sessionResult(reason), 'driver: the page did not finish in time'));
+  final.observations.session_id = start.session_id;
+  return final;
 }
 
 // Judged like a peer judges: every second, the last sentence-plus-1.5 s must match, within the
