@@ -436,7 +436,27 @@ async def spoken_turn(client: Client) -> None:
     await client.wait_type("session-ended", 10)
 
 
-SCENARIOS = {f.__name__: f for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn)}
+async def typed_turn(client: Client) -> None:
+    """One typed turn (`--text`), after the greeting if the session has one."""
+    await client.wait_ready()
+    config = json.loads(client.args.config)
+    if config.get("agent", {}).get("greeting") and not config.get("session", {}).get("experimental", {}).get("resume_session_id"):
+        await client.wait_type("turn-complete", 20, role="ASSISTANT")
+    else:
+        # Nothing is said until the user speaks (a resumed session never greets again).
+        await asyncio.sleep(2.0)
+        client.observations["spoke_first"] = [e.get("type") for e in client.events if e.get("type") == "bot-started-speaking"]
+    mark = len(client.events)
+    await client.send({"type": "send-text", "content": client.args.text})
+    await client.wait_type("turn-complete", 15, after=mark, role="ASSISTANT")
+    await client.send({"type": "end"})
+    await client.wait_type("session-ended", 10)
+
+
+SCENARIOS = {
+    f.__name__: f
+    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn)
+}
 
 
 async def run(args: argparse.Namespace) -> dict:
@@ -485,6 +505,7 @@ def main() -> None:
     parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     parser.add_argument("--config", default="{}", help="session-config fields beside `sdk` (JSON)")
     parser.add_argument("--mic", help="48 kHz mono WAV the microphone plays")
+    parser.add_argument("--text", default="Hello!", help="what `typed_turn` types")
     parser.add_argument("--out", required=True)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()

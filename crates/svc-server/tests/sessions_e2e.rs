@@ -105,9 +105,14 @@ impl World {
 
     /// Starts the client on `scenario` with the session config `config`.
     fn client(&self, scenario: &str, config: Value) -> ClientRun {
+        self.client_with(scenario, scenario, config, &[])
+    }
+
+    /// [`World::client`] with a run name (several runs of one scenario) and extra arguments.
+    fn client_with(&self, name: &str, scenario: &str, config: Value, extra: &[&str]) -> ClientRun {
         let repo = repo();
-        let out = self.dir.join(format!("{scenario}.json"));
-        let stderr = self.dir.join(format!("{scenario}.client.log"));
+        let out = self.dir.join(format!("{name}.json"));
+        let stderr = self.dir.join(format!("{name}.client.log"));
         let mut command = Command::new(repo.join("target/interop/venv/bin/python"));
         command
             .arg(repo.join("tests/e2e/session_client.py"))
@@ -115,6 +120,7 @@ impl World {
             .args(["--config", &config.to_string()])
             .arg("--mic")
             .arg(repo.join(MIC_WAV))
+            .args(extra)
             .arg("--out")
             .arg(&out)
             .stdin(Stdio::null())
@@ -693,4 +699,52 @@ async fn spoken_turn(test: &'static str, flavor: Flavor, model: &str, input_rate
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn xai_holds_a_spoken_turn() {
     spoken_turn("xai", Flavor::Xai, "provider_c", 24_000, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn gpt_live_holds_a_spoken_turn() {
+    // The model owns turn-taking: the fake takes its turn when told to, after the user spoke.
+    let turn = Action::UserTurn { transcript: "Hello there ".into(), late_transcript: false, respond: true };
+    spoken_turn("gpt-live", Flavor::OpenAi, "provider_b_live", 24_000, Some(turn)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_resumed_session_remembers_the_conversation_and_never_greets_again() {
+    let world = World::start("resume", Flavor::OpenAi, &[]).await;
+    world.fake.queue([
+        Reply::Speak("Welcome!".into()),
+        Reply::Speak("Nice to meet you, Ada.".into()),
+        Reply::Speak("Your name is Ada.".into()),
+    ]);
+    let agent = json!({"type": "inline", "model": "provider_b", "greeting": "Welcome!"});
+    let first = world
+        .client_with("first", "typed_turn", json!({"agent": agent}), &["--text", "My name is Ada."])
+        .finish(&world, Duration::from_secs(60))
+        .await;
+    let first_id = session_id(&first);
+    let resumed = json!({"agent": agent, "session": {"experimental": {"resume_session_id": first_id}}});
+    let second = world
+        .client_with("second", "typed_turn", resumed, &["--text", "What is my name?"])
+        .finish(&world, Duration::from_secs(60))
+        .await;
+    assert_eq!(second["observations"]["spoke_first"], json!([]), "no greeting on resume");
+    let finals: Vec<&str> = events(&second, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(finals, ["Your name is Ada."]);
+    // The new upstream session was seeded with the first one's transcript.
+    let seeded = world
+        .fake
+        .received()
+        .iter()
+        .filter(|r| r.connection == 1)
+        .any(|r| r.message.to_string().contains("My name is Ada.") && r.message.to_string().contains("Nice to meet you, Ada."));
+    assert!(seeded, "the second upstream session got the first conversation");
+    let timeline = world.get_json(&format!("/sessions/{}/timeline", session_id(&second)));
+    let joined = timeline["events"].as_array().into_iter().flatten().find(|e| e["type"] == "agent.joined").expect("agent.joined");
+    assert_eq!(joined["data"]["resumed_from"], json!(first_id));
 }
