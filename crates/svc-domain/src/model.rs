@@ -909,6 +909,14 @@ pub struct ResolvedModel {
     pub session_cap_seconds: Option<u32>,
 }
 
+impl ResolvedModel {
+    /// Whether the model takes image input (`send-image`, `examine_image`): the Gemini Live and
+    /// OpenAI Realtime families do; xAI's voice API and GPT-Live (audio-only) do not.
+    pub fn takes_images(&self) -> bool {
+        matches!(self.family.as_str(), "gemini" | "openai")
+    }
+}
+
 /// Effective knob settings per provider. `None` fields were not sent and have no default in the
 /// contract: the runtime (svc_vad) or the upstream decides.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -15,7 +15,9 @@ use crate::session_config::{
     parse_inline_agent,
 };
 use crate::settings::RecordingConsents;
-use crate::tools::{RejectedTool, ServerToolAvailability, SilenceHook, ToolSpec, apply_availability, tool_names};
+use crate::tools::{
+    RejectedTool, ServerToolAvailability, SilenceHook, ToolSpec, apply_availability, apply_model_support, tool_names,
+};
 
 /// Instructions of the neutral inline agent (a start with no `agent`, or no `instructions`).
 pub const DEFAULT_INSTRUCTIONS: &str = "You are a helpful voice assistant. Speak naturally, keep answers short and \
@@ -191,7 +193,9 @@ pub fn resolve_start(
             return Err(StartRejection::DelegationToolsUnsupported);
         }
     }
-    let (tools, rejected_tools) = apply_availability(agent.tools, context.server_tools);
+    let (tools, mut rejected_tools) = apply_availability(agent.tools, context.server_tools);
+    let (tools, unsupported) = apply_model_support(tools, model.takes_images(), &model.model_id);
+    rejected_tools.extend(unsupported);
     let mut warnings = Vec::new();
     let store = store_flags(&session, context.consents);
     let avatar = match session.avatar {

@@ -158,6 +158,16 @@ impl ServerTool {
     pub fn from_wire(kind: &str) -> Option<ServerTool> {
         ServerTool::ALL.into_iter().find(|tool| tool.as_str() == kind)
     }
+
+    /// The kinds svc itself can run, so a deployment may enable them: `end_call`, `speaker_log`,
+    /// and `examine_image` (the model's own vision on the latest `send-image` frame). The others
+    /// need a backend svc does not have (a search API, an object detector).
+    pub const RUNNABLE: [ServerTool; 3] = [ServerTool::EndCall, ServerTool::SpeakerLog, ServerTool::ExamineImage];
+
+    /// Whether the model must take images for svc to run this tool.
+    pub fn needs_image_input(self) -> bool {
+        matches!(self, ServerTool::ExamineImage)
+    }
 }
 
 impl std::fmt::Display for ServerTool {
@@ -582,6 +592,27 @@ pub fn apply_availability(
             ToolSpec::Server(kind) if !available.allows(kind) => rejected.push(RejectedTool {
                 name: kind.as_str().to_owned(),
                 reason: format!("not_configured: this deployment has no backend for {kind}"),
+            }),
+            tool => kept.push(tool),
+        }
+    }
+    (kept, rejected)
+}
+
+/// Drops the server tools the model itself cannot serve (`examine_image` on a model that takes
+/// no images) and reports each as a [`RejectedTool`] with reason `not_supported`. Order is kept.
+pub fn apply_model_support(
+    tools: Vec<ToolSpec>,
+    takes_images: bool,
+    model: &str,
+) -> (Vec<ToolSpec>, Vec<RejectedTool>) {
+    let mut kept = Vec::with_capacity(tools.len());
+    let mut rejected = Vec::new();
+    for tool in tools {
+        match tool {
+            ToolSpec::Server(kind) if kind.needs_image_input() && !takes_images => rejected.push(RejectedTool {
+                name: kind.as_str().to_owned(),
+                reason: format!("not_supported: {model} takes no images, so {kind} cannot see a frame"),
             }),
             tool => kept.push(tool),
         }
@@ -1128,6 +1159,21 @@ mod tests {
             assert_eq!(serde_json::to_value(tool).expect("json"), json!(tool.as_str()));
             assert_eq!(ServerTool::from_wire(tool.as_str()), Some(tool));
         }
+    }
+
+    #[test]
+    fn a_vision_tool_needs_a_model_that_takes_images() {
+        let (tools, _, _) =
+            run_tools(json!([{"kind": "examine_image"}, client("lookup"), {"kind": "end_call"}]), INLINE_TOOLS_MAX);
+        let (kept, rejected) = apply_model_support(tools.clone(), true, "gemini-3.8-live");
+        assert_eq!((tool_names(&kept).len(), rejected.len()), (3, 0));
+        let (kept, rejected) = apply_model_support(tools, false, "grok-voice-3.0");
+        assert_eq!(tool_names(&kept), ["lookup", "end_call"]);
+        assert_eq!(
+            serde_json::to_value(&rejected).expect("json"),
+            json!([{"name": "examine_image", "reason": "not_supported: grok-voice-3.0 takes no images, so examine_image cannot see a frame"}])
+        );
+        assert!(ServerTool::RUNNABLE.iter().all(|tool| ServerTool::ALL.contains(tool)));
     }
 
     fn run_hooks(hooks: Value) -> (Vec<SilenceHook>, Vec<ValidationIssue>) {

@@ -416,8 +416,15 @@ impl ConfigArgs {
             Some(list) => list.split(',').map(|kind| kind.trim().to_owned()).filter(|kind| !kind.is_empty()).collect(),
         };
         for kind in &server_tools {
-            if svc_domain::tools::ServerTool::from_wire(kind).is_none() {
-                return Err(invalid("--server-tools", format!("`{kind}` is not a server tool kind")));
+            match svc_domain::tools::ServerTool::from_wire(kind) {
+                None => return Err(invalid("--server-tools", format!("`{kind}` is not a server tool kind"))),
+                Some(tool) if !svc_domain::tools::ServerTool::RUNNABLE.contains(&tool) => {
+                    return Err(invalid(
+                        "--server-tools",
+                        format!("svc has no backend for `{kind}` (it runs end_call, speaker_log and examine_image)"),
+                    ));
+                }
+                Some(_) => {}
             }
         }
         let mut sdk_floors = Vec::new();
@@ -571,6 +578,7 @@ mod tests {
             ConfigArgs { max_session_seconds: Some("86401".into()), ..Default::default() },
             ConfigArgs { node_id: Some("  ".into()), ..Default::default() },
             ConfigArgs { server_tools: Some("end_call,teleport".into()), ..Default::default() },
+            ConfigArgs { server_tools: Some("end_call,web_search".into()), ..Default::default() },
             ConfigArgs { sdk_floors: Some("svc-js".into()), ..Default::default() },
             ConfigArgs { sdk_floors: Some("svc-js=one.two".into()), ..Default::default() },
             ConfigArgs { model_catalog: Some("/nonexistent/models.toml".into()), ..Default::default() },
@@ -585,14 +593,14 @@ mod tests {
         let config = resolve(ConfigArgs {
             public_url: Some("https://voice.example.com".into()),
             max_session_seconds: Some("none".into()),
-            server_tools: Some("end_call, web_search".into()),
+            server_tools: Some("end_call, examine_image".into()),
             sdk_floors: Some("svc-js=1.4, svc-python=v2.0.1-beta".into()),
             ..Default::default()
         })
         .expect("valid");
         assert_eq!(config.room.url.as_str(), "wss://voice.example.com/room");
         assert_eq!(config.max_session_seconds, None);
-        assert_eq!(config.server_tools, ["end_call", "web_search"]);
+        assert_eq!(config.server_tools, ["end_call", "examine_image"]);
         assert_eq!(config.sdk_floors[0].min_version, (1, 4, 0));
         assert_eq!(config.sdk_floors[1].min_version, (2, 0, 1));
         let defaults = resolve(ConfigArgs::default()).expect("valid");

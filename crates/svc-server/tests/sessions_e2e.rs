@@ -737,14 +737,16 @@ async fn a_resumed_session_remembers_the_conversation_and_never_greets_again() {
         .collect();
     assert_eq!(finals, ["Your name is Ada."]);
     // The new upstream session was seeded with the first one's transcript.
-    let seeded = world
-        .fake
-        .received()
-        .iter()
-        .filter(|r| r.connection == 1)
-        .any(|r| r.message.to_string().contains("My name is Ada.") && r.message.to_string().contains("Nice to meet you, Ada."));
+    let seeded = world.fake.received().iter().filter(|r| r.connection == 1).any(|r| {
+        r.message.to_string().contains("My name is Ada.") && r.message.to_string().contains("Nice to meet you, Ada.")
+    });
     assert!(seeded, "the second upstream session got the first conversation");
     let timeline = world.get_json(&format!("/sessions/{}/timeline", session_id(&second)));
-    let joined = timeline["events"].as_array().into_iter().flatten().find(|e| e["type"] == "agent.joined").expect("agent.joined");
+    let joined = timeline["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["type"] == "agent.joined")
+        .expect("agent.joined");
     assert_eq!(joined["data"]["resumed_from"], json!(first_id));
 }

@@ -234,15 +234,19 @@ pub(crate) fn check_resolved(
     {
         return Err(format!("avatar {:?} with warnings {:?}", session.avatar.is_some(), session.warnings));
     }
+    // A server tool runs when the deployment enables it and the model can serve it (the vision
+    // tool needs a model that takes images).
+    let runnable =
+        |kind: ServerTool| server.tools.allows(kind) && (!kind.needs_image_input() || session.model.takes_images());
     for tool in &session.agent.tools {
         if let ToolSpec::Server(kind) = tool
-            && !server.tools.allows(*kind)
+            && !runnable(*kind)
         {
             return Err(format!("unavailable server tool {kind} kept"));
         }
     }
     for rejected in &session.rejected_tools {
-        if ServerTool::from_wire(&rejected.name).is_none_or(|kind| server.tools.allows(kind)) {
+        if ServerTool::from_wire(&rejected.name).is_none_or(runnable) {
             return Err(format!("tool rejected though runnable: {}", short(rejected)));
         }
     }

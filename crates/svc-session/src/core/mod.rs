@@ -1465,6 +1465,11 @@ impl SessionCore {
     pub fn bound_input(&self) -> Option<&str> {
         self.bound.as_deref()
     }
+
+    /// Bytes of chunked client messages waiting for their other chunks.
+    pub fn buffered_envelope_bytes(&self) -> usize {
+        self.envelopes.buffered_bytes()
+    }
 }
 
 #[cfg(test)]
