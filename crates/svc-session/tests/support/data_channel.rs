@@ -165,13 +165,13 @@ pub fn exercise(bytes: &[u8]) -> usize {
                         Peer {
                             identity: identity.into(),
                             is_agent: false,
-                            active: reader.byte() % 2 == 0,
+                            active: reader.byte().is_multiple_of(2),
                             publishes_audio: true,
                         },
                     ),
                     // The last participant leaving ends the session: rarer, so programs go on.
-                    1 if identity != "alice" || reader.byte() % 16 == 0 => {
-                        core.handle_peer_left(now, identity, reader.byte() % 2 == 0);
+                    1 if identity != "alice" || reader.byte().is_multiple_of(16) => {
+                        core.handle_peer_left(now, identity, reader.byte().is_multiple_of(2));
                     }
                     1 => {}
                     _ => core.handle_peer(
@@ -228,7 +228,7 @@ fn provider_event(reader: &mut Reader<'_>) -> ProviderEvent {
         2 => ProviderEvent::AssistantAudio { pcm: vec![1000; usize::from(reader.u16()) % 48_000], sample_rate: 24_000 },
         3 => ProviderEvent::AssistantTranscript {
             text: "words ".repeat(usize::from(reader.byte())),
-            is_final: reader.byte() % 2 == 0,
+            is_final: reader.byte().is_multiple_of(2),
         },
         4 => ProviderEvent::Interrupted,
         5 => {
@@ -243,7 +243,7 @@ fn provider_event(reader: &mut Reader<'_>) -> ProviderEvent {
         6 => ProviderEvent::UserSpeechStarted,
         7 => ProviderEvent::UserSpeechStopped,
         8 => ProviderEvent::AssistantTruncated { heard: "heard".into() },
-        _ => ProviderEvent::ModelText { text: "text".into(), is_final: reader.byte() % 2 == 0, thought: false },
+        _ => ProviderEvent::ModelText { text: "text".into(), is_final: reader.byte().is_multiple_of(2), thought: false },
     }
 }
 
