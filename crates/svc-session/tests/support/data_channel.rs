@@ -212,7 +212,7 @@ fn template(selector: u8, text: String) -> Value {
         }
         4 => json!({"type": "delegation-append", "channel": "thinking", "content": text, "delegation_id": text}),
         5 => json!({"type": "connect-timings", "mic_ms": 1, "server": {"x": text}}),
-        6 => json!({"type": "mute", "muted": text.len() % 2 == 0}),
+        6 => json!({"type": "mute", "muted": text.len().is_multiple_of(2)}),
         7 => json!({"type": "bind-input"}),
         8 => json!({"type": "activity-end"}),
         9 => json!({"type": "ping", "extra": text}),
