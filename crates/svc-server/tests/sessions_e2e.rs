@@ -51,7 +51,20 @@ struct World {
     server: Server,
     base_url: String,
     key: String,
+    data_dir: tempfile::TempDir,
+    listen: String,
+    server_env: Vec<(String, String)>,
+    server_args: Vec<String>,
     _guard: tokio::sync::MutexGuard<'static, ()>,
+}
+
+/// `svc serve` over `data_dir` on `listen`, with the fake provider's environment and `args`.
+fn start_server(log: &Path, data_dir: &Path, listen: &str, env: &[(String, String)], args: &[String]) -> Server {
+    let env = env.to_vec();
+    let args = args.to_vec();
+    Server::start_in(log.to_owned(), data_dir, listen, move |command| {
+        command.envs(env).args(args);
+    })
 }
 
 impl World {
@@ -86,21 +99,46 @@ impl World {
             "--scope",
             "realtime:logs",
         ]);
-        let openai = fake.openai_base_url();
-        let gemini = fake.gemini_base_url();
-        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
-        let server = Server::start_with(dir.join("svc.log"), data_dir, &listen, move |command| {
-            command
-                .env("OPENAI_API_KEY", FAKE_API_KEY)
-                .env("OPENAI_BASE_URL", &openai)
-                .env("XAI_API_KEY", FAKE_API_KEY)
-                .env("XAI_BASE_URL", &openai)
-                .env("GEMINI_API_KEY", FAKE_API_KEY)
-                .env("GOOGLE_GEMINI_BASE_URL", &gemini)
-                .args(["--public-url", &public, "--server-tools", "end_call,speaker_log,examine_image"])
-                .args(&extra);
-        });
-        World { test, dir, fake, server, base_url: format!("http://{listen}"), key, _guard: guard }
+        let server_env = vec![
+            ("OPENAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
+            ("OPENAI_BASE_URL".to_owned(), fake.openai_base_url()),
+            ("XAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
+            ("XAI_BASE_URL".to_owned(), fake.openai_base_url()),
+            ("GEMINI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
+            ("GOOGLE_GEMINI_BASE_URL".to_owned(), fake.gemini_base_url()),
+        ];
+        let mut args: Vec<String> = vec!["--public-url".into(), public, "--server-tools".into()];
+        args.push("end_call,speaker_log,examine_image".into());
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let server = start_server(&dir.join("svc.log"), data_dir.path(), &listen, &server_env, &args);
+        World {
+            test,
+            dir,
+            fake,
+            server,
+            base_url: format!("http://{listen}"),
+            key,
+            data_dir,
+            listen,
+            server_env,
+            server_args: args,
+            _guard: guard,
+        }
+    }
+
+    /// Kills `svc serve` with SIGKILL (a crash: nothing is cleaned up) and starts it again on the
+    /// same data directory and port.
+    fn crash_and_restart(&mut self) {
+        self.server.kill_now();
+        let log = self.dir.join("svc.restarted.log");
+        self.server = start_server(&log, self.data_dir.path(), &self.listen, &self.server_env, &self.server_args);
+    }
+
+    /// POST under `/api/v1/external` with the world's key.
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let (status, bytes) =
+            http(&self.server.listen, "POST", &format!("/api/v1/external{path}"), &self.key, Some(body));
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
     /// Starts the client on `scenario` with the session config `config`.
@@ -257,10 +295,20 @@ impl ClientRun {
 }
 
 fn http_get(listen: &str, path: &str, key: &str) -> (u16, Vec<u8>) {
+    http(listen, "GET", path, key, None)
+}
+
+fn http(listen: &str, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Vec<u8>) {
     let mut stream = TcpStream::connect(listen).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {listen}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n")
-        .expect("write");
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {listen}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
     let mut response = Vec::new();
     stream.read_to_end(&mut response).expect("read");
     let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("headers") + 4;
@@ -749,4 +797,34 @@ async fn a_resumed_session_remembers_the_conversation_and_never_greets_again() {
         .find(|e| e["type"] == "agent.joined")
         .expect("agent.joined");
     assert_eq!(joined["data"]["resumed_from"], json!(first_id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_killed_server_ends_the_sessions_it_left_on_its_next_start() {
+    let mut world = World::start("crash", Flavor::OpenAi, &[]).await;
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, started) = world.post("/realtime/session/start", &body);
+        assert_eq!(status, 200, "{started}");
+        ids.push(started["session_id"].as_str().expect("id").to_owned());
+    }
+    for id in &ids {
+        assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "active");
+    }
+    world.crash_and_restart();
+    for id in &ids {
+        let session = world.get_json(&format!("/sessions/{id}"));
+        assert_eq!(session["status"], "error", "{session}");
+        assert!(session["ended_at"].is_number());
+        let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+        let ended =
+            timeline["events"].as_array().into_iter().flatten().find(|e| e["type"] == "session.ended").expect("ended");
+        assert_eq!(ended["data"]["reason"], "server_restarted");
+        assert_eq!(world.get_json(&format!("/sessions/{id}/usage"))["usage_status"], "unavailable");
+    }
+    // The restarted server runs new sessions.
+    let (status, _) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 200);
 }

@@ -26,24 +26,24 @@ pub struct Server {
     pub room_udp: Option<String>,
     log: Arc<Mutex<Vec<String>>>,
     /// Its data directory.
-    pub data_dir: tempfile::TempDir,
+    pub data_dir: PathBuf,
+    /// The data directory, when the server made it (removed with the server).
+    _owned_dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
     /// `svc serve` on free ports in a new data directory, logging to `log_file`.
     pub fn start(log_file: PathBuf) -> Server {
-        Server::start_with(log_file, tempfile::tempdir().expect("tempdir"), "127.0.0.1:0", |_| {})
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut server = Server::start_in(log_file, dir.path(), "127.0.0.1:0", |_| {});
+        server._owned_dir = Some(dir);
+        server
     }
 
     /// `svc serve` listening on `listen` over `data_dir`; `configure` adds environment and flags
     /// (before the `serve` subcommand).
-    pub fn start_with(
-        log_file: PathBuf,
-        data_dir: tempfile::TempDir,
-        listen: &str,
-        configure: impl FnOnce(&mut Command),
-    ) -> Server {
-        let mut command = svc(data_dir.path());
+    pub fn start_in(log_file: PathBuf, data_dir: &Path, listen: &str, configure: impl FnOnce(&mut Command)) -> Server {
+        let mut command = svc(data_dir);
         command.args(["--listen", listen, "--room-udp-port", "0", "--room-node-ip", "127.0.0.1"]);
         configure(&mut command);
         command.arg("serve");
@@ -67,7 +67,14 @@ impl Server {
                 lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(line);
             }
         });
-        let mut server = Server { child, listen: String::new(), room_udp: None, log, data_dir };
+        let mut server = Server {
+            child,
+            listen: String::new(),
+            room_udp: None,
+            log,
+            data_dir: data_dir.to_owned(),
+            _owned_dir: None,
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         while server.listen.is_empty() {
             match announcements.recv_timeout(Duration::from_millis(100)) {
@@ -103,7 +110,7 @@ impl Server {
 
     /// A join token from `svc room token`, signed with the key the server uses.
     pub fn token(&self, room: &str, identity: &str) -> String {
-        let output = svc(self.data_dir.path())
+        let output = svc(&self.data_dir)
             .args(["room", "token", "--room", room, "--identity", identity, "--json"])
             .output()
             .expect("run svc room token");
@@ -117,6 +124,12 @@ impl Server {
             panic!("svc room token printed no JSON ({error}): {}", String::from_utf8_lossy(&output.stdout))
         });
         json["token"].as_str().unwrap_or_else(|| panic!("no `token` in {json}")).to_owned()
+    }
+
+    /// Kills the process at once (SIGKILL: no shutdown, as a crash would).
+    pub fn kill_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// The last `lines` lines of its log.

@@ -243,7 +243,9 @@ fn provider_event(reader: &mut Reader<'_>) -> ProviderEvent {
         6 => ProviderEvent::UserSpeechStarted,
         7 => ProviderEvent::UserSpeechStopped,
         8 => ProviderEvent::AssistantTruncated { heard: "heard".into() },
-        _ => ProviderEvent::ModelText { text: "text".into(), is_final: reader.byte().is_multiple_of(2), thought: false },
+        _ => {
+            ProviderEvent::ModelText { text: "text".into(), is_final: reader.byte().is_multiple_of(2), thought: false }
+        }
     }
 }
 
