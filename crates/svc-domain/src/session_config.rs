@@ -96,6 +96,9 @@ pub struct InlineAgent {
     pub interruption_sensitivity: InterruptionSensitivity,
     /// Silence hooks.
     pub hooks: Vec<SilenceHook>,
+    /// Initial session state: when present, the model gets the `set_state` tool and clients see
+    /// `svc.session-state` after each write.
+    pub state: Option<serde_json::Map<String, Value>>,
 }
 
 /// A catalog agent request.
@@ -365,6 +368,35 @@ pub fn parse_inline_agent(
         None | Some(Value::Null) => Vec::new(),
         Some(value) => parse_hooks(value, &fields.loc_of("hooks"), issues),
     };
+    let state = match fields.raw("state") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(state)) => {
+            if Value::Object(state.clone()).to_string().len() > STATE_MAX_BYTES {
+                issues.push(
+                    &fields.loc_of("state"),
+                    "too_long",
+                    format!("State should be at most {STATE_MAX_BYTES} bytes of JSON"),
+                );
+            }
+            Some(state.clone())
+        }
+        Some(_) => {
+            issues.push(&fields.loc_of("state"), "dict_type", "Input should be a valid object");
+            None
+        }
+    };
+    if state.is_some() {
+        for (position, tool) in tools.iter().enumerate() {
+            if let ToolSpec::Client(client) = tool
+                && client.name == crate::tools::STATE_TOOL_NAME
+            {
+                tool_problems.push(format!(
+                    "tools[{position}]: the name {} is the session-state tool's when the agent has a `state`",
+                    crate::tools::STATE_TOOL_NAME
+                ));
+            }
+        }
+    }
     fields.deny_unknown(issues);
     Some(InlineAgent {
         instructions,
@@ -376,8 +408,12 @@ pub fn parse_inline_agent(
         greeting,
         interruption_sensitivity,
         hooks,
+        state,
     })
 }
+
+/// Largest `agent.state`, as JSON (the model reads it with every write; clients get it whole).
+pub const STATE_MAX_BYTES: usize = 16 * 1024;
 
 fn parse_catalog_agent(
     value: &Value,

@@ -16,7 +16,8 @@ use crate::session_config::{
 };
 use crate::settings::RecordingConsents;
 use crate::tools::{
-    RejectedTool, ServerToolAvailability, SilenceHook, ToolSpec, apply_availability, apply_model_support, tool_names,
+    RejectedTool, STATE_TOOL_NAME, ServerToolAvailability, SilenceHook, ToolSpec, apply_availability,
+    apply_model_support, tool_names,
 };
 
 /// Instructions of the neutral inline agent (a start with no `agent`, or no `instructions`).
@@ -83,6 +84,8 @@ pub struct ResolvedAgent {
     pub tools: Vec<ToolSpec>,
     /// Silence hooks.
     pub hooks: Vec<SilenceHook>,
+    /// Initial session state (`set_state` is offered when present).
+    pub state: Option<serde_json::Map<String, Value>>,
 }
 
 /// Everything the runtime needs to run the session. Serialized into the session row.
@@ -193,10 +196,18 @@ pub fn resolve_start(
             return Err(StartRejection::DelegationToolsUnsupported);
         }
     }
+    let mut state = agent.state;
+    let mut warnings = Vec::new();
+    let shadowed = agent.tools.iter().any(|tool| matches!(tool, ToolSpec::Client(c) if c.name == STATE_TOOL_NAME));
+    if state.is_some() && shadowed {
+        // A catalog start's tools replaced the stored ones with a client tool of that name: the
+        // client's tool wins, and the session runs without a state.
+        state = None;
+        warnings.push("state_tool_shadowed".to_owned());
+    }
     let (tools, mut rejected_tools) = apply_availability(agent.tools, context.server_tools);
     let (tools, unsupported) = apply_model_support(tools, model.takes_images(), &model.model_id);
     rejected_tools.extend(unsupported);
-    let mut warnings = Vec::new();
     let store = store_flags(&session, context.consents);
     let avatar = match session.avatar {
         Some(_) if !context.avatar_enabled => {
@@ -217,6 +228,7 @@ pub fn resolve_start(
             interruption_sensitivity: agent.interruption_sensitivity,
             tools,
             hooks: agent.hooks,
+            state,
         },
         rejected_tools,
         model,

@@ -65,6 +65,9 @@ pub const SCHEMA_DEPTH_MAX: usize = 32;
 /// Most problems [`parse_tools`] lists; the rest are summed up in one final problem.
 pub const TOOL_PROBLEMS_LISTED_MAX: usize = 100;
 
+/// The tool a model writes `agent.state` with (offered only when the agent has a `state`).
+pub const STATE_TOOL_NAME: &str = "set_state";
+
 /// The only hook trigger: the user stayed silent after the assistant finished speaking.
 pub const HOOK_TRIGGER: &str = "user.speech.timeout";
 /// Shortest hook timeout, in seconds: the minimum of Vapi's `timeoutSeconds` schema.

@@ -207,7 +207,7 @@ impl SessionSetup {
     /// The setup of a resolved session start, with the family's default limits.
     pub fn from_resolved(session: &ResolvedSession) -> SessionSetup {
         let agent = &session.agent;
-        let tools = agent
+        let mut tools: Vec<ToolDecl> = agent
             .tools
             .iter()
             .map(|tool| match tool {
@@ -223,6 +223,9 @@ impl SessionSetup {
                 },
             })
             .collect();
+        if agent.state.is_some() {
+            tools.push(state_tool());
+        }
         SessionSetup {
             voice: agent.voice.name.clone().unwrap_or_else(|| session.model.default_voice.clone()),
             model: session.model.clone(),
@@ -245,6 +248,25 @@ impl SessionSetup {
             Some(style) => format!("{}\n\nSpeaking style: {style}", self.instructions),
             None => self.instructions.clone(),
         }
+    }
+}
+
+/// The `set_state` tool of an agent with a `state`: the model writes the session's state, which
+/// the runtime keeps and publishes (`svc.session-state`).
+fn state_tool() -> ToolDecl {
+    ToolDecl {
+        name: svc_domain::tools::STATE_TOOL_NAME.to_owned(),
+        description: "Update the conversation's shared state. Pass in `values` the keys to set (a null value \
+            removes a key) and in `stage` the conversation's current stage when it changes. The result is the \
+            whole state."
+            .to_owned(),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {
+                "values": {"type": "object", "description": "Keys to set; null removes a key."},
+                "stage": {"type": "string", "description": "The current stage of the conversation."}
+            }
+        }),
     }
 }
 

@@ -370,6 +370,11 @@ pub struct AgentConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub hooks: Option<Vec<serde_json::Value>>,
+    /// Initial session state (≤ 16 KiB of JSON); the model gets a `set_state` tool and clients see
+    /// `svc.session-state` after each write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub state: Option<serde_json::Value>,
 }
 
 /// `POST /agents` body.
@@ -530,6 +535,11 @@ pub struct InlineAgentDoc {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub hooks: Option<Vec<serde_json::Value>>,
+    /// Initial session state (≤ 16 KiB of JSON); the model gets a `set_state` tool and clients see
+    /// `svc.session-state` after each write.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub state: Option<serde_json::Value>,
 }
 
 /// Catalog agent fields.

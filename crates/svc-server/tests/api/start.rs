@@ -236,6 +236,32 @@ async fn rejections_follow_the_spec_table(t: (TestApp, Arc<Recorder>)) {
             None,
         ),
         case(
+            "a client tool named like the state tool of an agent with a state",
+            inline(
+                json!({"state": {"stage": "intro"}, "tools": [{"kind": "client", "name": "set_state", "description": "d"}]}),
+            ),
+            422,
+            "api_error",
+            Some("invalid_tool_config"),
+            None,
+        ),
+        case(
+            "a state that is not an object",
+            inline(json!({"state": "intro"})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "state"])),
+        ),
+        case(
+            "a state over 16 KiB",
+            inline(json!({"state": {"notes": "x".repeat(16 * 1024)}})),
+            422,
+            "validation_error",
+            None,
+            Some(json!(["body", "agent", "state"])),
+        ),
+        case(
             "unknown agent",
             start_body(json!({"type": "catalog", "name": "nobody-here"})),
             422,
@@ -603,6 +629,18 @@ async fn session_params_resolve_to_effective_values(t: (TestApp, Arc<Recorder>))
     let second = &sessions[1].session;
     assert_eq!(second.max_session_seconds, Some(14_400), "the server cap applies when none is requested");
     assert_eq!(serde_json::to_value(second.agent.audio).expect("json")["noise_cancellation"], "voice_focus");
+    // An agent's state runs with it; a catalog start whose tools bring a client tool of the
+    // state tool's name keeps the client's tool and runs without the state.
+    t.post("/realtime/session/start", Some(&key), inline(json!({"state": {"stage": "intro"}}))).await.expect(200);
+    let stateful = AgentConfig { state: Some(json!({"stage": "intro"})), ..AgentConfig::default() };
+    t.app.store.create_agent(&ws.id, "stateful", None, &stateful, 1).await.expect("agent");
+    let shadowing = start_body(json!({"type": "catalog", "name": "stateful",
+        "tools": [{"kind": "client", "name": "set_state", "description": "The client's own."}]}));
+    t.post("/realtime/session/start", Some(&key), shadowing).await.expect(200);
+    let sessions = recorder.sessions.lock().expect("lock").clone();
+    assert_eq!(sessions[2].session.agent.state.as_ref().map(|s| s["stage"].clone()), Some(json!("intro")));
+    assert_eq!(sessions[3].session.agent.state, None);
+    assert_eq!(sessions[3].session.warnings, vec!["state_tool_shadowed".to_owned()]);
 }
 
 async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Recorder>)) {

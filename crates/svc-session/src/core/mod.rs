@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use svc_domain::model::{Delegation, Knobs};
+use svc_domain::session_config::STATE_MAX_BYTES;
 use svc_domain::start::ResolvedSession;
-use svc_domain::tools::{HookAction, ServerTool, ToolSpec};
+use svc_domain::tools::{HookAction, STATE_TOOL_NAME, ServerTool, ToolSpec};
 use svc_provider::api::{AppendChannel, ProviderError, ProviderEvent, ProviderInput, ResponseStatus};
 use svc_wire::events::{
     ClientMessage, DelegationChannel, JobStatus, RejectedToolEntry, ServerEvent, Speaker, UsageCounters, chunk_message,
@@ -261,6 +262,8 @@ pub struct SessionCore {
     server_tools: BTreeSet<ServerTool>,
     delegations: VecDeque<String>,
     latest_image: Option<(Instant, String, Vec<u8>)>,
+    /// The agent's session state, when it has one (`set_state`).
+    state: Option<serde_json::Map<String, Value>>,
     // Hooks and the end.
     hooks: SilenceHooks,
     pending_end: Option<PendingEnd>,
@@ -320,6 +323,7 @@ impl SessionCore {
             server_tools,
             delegations: VecDeque::new(),
             latest_image: None,
+            state: cfg.session.agent.state.clone(),
             pending_end: None,
             ending_soon_sent: false,
             envelopes: Reassembler::default(),
@@ -1167,6 +1171,10 @@ impl SessionCore {
         if self.tools.seen(&call_id) {
             return;
         }
+        if name == STATE_TOOL_NAME && self.state.is_some() {
+            self.write_state(now, call_id, &arguments);
+            return;
+        }
         if self.client_tools.contains(&name) {
             let request_id = self.tools.invoke(now, &call_id, &name, self.cfg.timing.tool_timeout);
             let origin = match (&self.cfg.session.model.knobs, self.cfg.session.model.delegation) {
@@ -1254,6 +1262,74 @@ impl SessionCore {
         self.timeline(now, "tool.server", json!({"tool_call_id": call_id, "name": name, "ok": ok, "summary": summary}));
         self.provider(ProviderInput::ToolResult { call_id: call_id.clone(), output, is_error: !ok, scheduling: None });
         self.emit(ServerEvent::ToolResult { tool_call_id: call_id, ok, summary: Some(summary) }, None);
+    }
+
+    /// `set_state`: merges the model's write into the session state, publishes the whole state
+    /// (`svc.session-state`) and answers the model with it.
+    fn write_state(&mut self, now: Instant, call_id: String, arguments: &Value) {
+        let Some(state) = self.state.as_mut() else { return };
+        let before = state.clone();
+        let mut updated_keys = Vec::new();
+        let mut warnings = Vec::new();
+        match arguments {
+            Value::Object(args) => {
+                match args.get("values") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Object(values)) => {
+                        for (key, value) in values {
+                            let changed = if value.is_null() {
+                                state.remove(key).is_some()
+                            } else if state.get(key) != Some(value) {
+                                state.insert(key.clone(), value.clone());
+                                true
+                            } else {
+                                false
+                            };
+                            if changed {
+                                updated_keys.push(key.clone());
+                            }
+                        }
+                    }
+                    Some(_) => warnings.push("`values` should be an object; it was ignored".to_owned()),
+                }
+                match args.get("stage") {
+                    None | Some(Value::Null) => {}
+                    Some(stage @ Value::String(_)) => {
+                        if state.get("stage") != Some(stage) {
+                            state.insert("stage".to_owned(), stage.clone());
+                            if !updated_keys.iter().any(|key| key == "stage") {
+                                updated_keys.push("stage".to_owned());
+                            }
+                        }
+                    }
+                    Some(_) => warnings.push("`stage` should be a string; it was ignored".to_owned()),
+                }
+                if args.keys().any(|key| key != "values" && key != "stage") {
+                    warnings.push("only `values` and `stage` are read; other arguments were ignored".to_owned());
+                }
+            }
+            _ => warnings.push("the arguments should be an object with `values` and `stage`".to_owned()),
+        }
+        if Value::Object(state.clone()).to_string().len() > STATE_MAX_BYTES {
+            *state = before;
+            updated_keys.clear();
+            warnings
+                .push(format!("the write would make the state larger than {STATE_MAX_BYTES} bytes; it was refused"));
+        }
+        let state = Value::Object(state.clone());
+        let stage = state.get("stage").and_then(Value::as_str).map(str::to_owned);
+        let mut data = json!({"tool_call_id": call_id, "updated_keys": updated_keys, "warnings": warnings});
+        if self.cfg.session.store.transcript {
+            data["state"] = state.clone();
+        }
+        self.timeline(now, "state.updated", data);
+        self.provider(ProviderInput::ToolResult {
+            call_id,
+            output: json!({"ok": warnings.is_empty(), "state": state, "warnings": warnings}),
+            is_error: false,
+            scheduling: None,
+        });
+        self.emit(ServerEvent::SessionState { state, updated_keys, warnings, stage }, None);
     }
 
     // -----------------------------------------------------------------------------------------

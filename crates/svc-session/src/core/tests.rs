@@ -684,3 +684,56 @@ fn background_job_results_reach_the_model_once_and_examine_image_needs_a_fresh_f
     let types = h.take_types();
     assert!(types.ends_with(&["tool-call".to_owned(), "tool-dispatch-started".to_owned(), "tool-result".to_owned()]));
 }
+
+#[test]
+fn set_state_merges_publishes_the_whole_state_and_answers_the_model() {
+    let mut h = Harness::live(openai(json!({"state": {"stage": "intro", "name": null, "answers": 0}})));
+    h.provider(ProviderEvent::ToolCall {
+        call_id: "s1".into(),
+        name: "set_state".into(),
+        arguments: json!({"values": {"name": "Ada", "answers": 1, "unused": null}, "stage": "questions"}),
+    });
+    let events = h.take_events();
+    assert_eq!(
+        events,
+        vec![json!({"type": "svc.session-state", "state": {"stage": "questions", "name": "Ada", "answers": 1},
+            "updated_keys": ["answers", "name", "stage"], "warnings": [], "stage": "questions"})]
+    );
+    assert_eq!(
+        h.take_inputs(),
+        vec![ProviderInput::ToolResult {
+            call_id: "s1".into(),
+            output: json!({"ok": true, "state": {"stage": "questions", "name": "Ada", "answers": 1}, "warnings": []}),
+            is_error: false,
+            scheduling: None,
+        }]
+    );
+    // Bad arguments are reported, nothing changes, the model still gets an answer.
+    h.provider(ProviderEvent::ToolCall {
+        call_id: "s2".into(),
+        name: "set_state".into(),
+        arguments: json!({"values": [1], "stage": 7}),
+    });
+    let event = h.take_events().pop().expect("state event");
+    assert_eq!(event["updated_keys"], json!([]));
+    assert_eq!(event["warnings"].as_array().map(Vec::len), Some(2));
+    assert_eq!(event["stage"], "questions");
+    // A write past the size bound is refused whole.
+    let huge = "x".repeat(STATE_MAX_BYTES);
+    h.provider(ProviderEvent::ToolCall {
+        call_id: "s3".into(),
+        name: "set_state".into(),
+        arguments: json!({"values": {"notes": huge}}),
+    });
+    let event = h.take_events().pop().expect("state event");
+    assert!(event["state"].get("notes").is_none());
+    assert!(h.timeline_kinds().contains(&"state.updated"));
+}
+
+#[test]
+fn without_a_state_set_state_is_an_unknown_tool() {
+    let mut h = Harness::live(openai(json!({})));
+    h.provider(ProviderEvent::ToolCall { call_id: "s1".into(), name: "set_state".into(), arguments: json!({}) });
+    assert!(h.take_events().is_empty());
+    assert!(matches!(&h.take_inputs()[..], [ProviderInput::ToolResult { is_error: true, .. }]));
+}
