@@ -12,6 +12,9 @@
 //!   RTP clock, filling losses with FEC and concealment and dropping late packets.
 //! - [`AudioOutQueue`]: the sans-IO pacer for publishing: buffered PCM out as one frame every
 //!   20 ms with RTP timestamps and marker bits, under a bound on buffered audio.
+//! - [`vad`]: [`vad::TurnDetector`], svc's own turn detection (`svc_vad`) on 16 kHz audio.
+//! - [`denoise`]: [`denoise::NoiseFilter`], `noise_cancellation` (`denoise`, `voice_focus`) at
+//!   48 kHz.
 //! - [`wav`]: reading and writing PCM16 WAV files, for tests, benchmarks and recordings.
 //! - [`analysis`]: normalised cross-correlation and levels, to check received audio against what
 //!   was sent.
@@ -29,11 +32,13 @@
 use std::time::Duration;
 
 pub mod analysis;
+pub mod denoise;
 mod error;
 mod framer;
 pub mod opus;
 mod pacer;
 mod track;
+pub mod vad;
 pub mod wav;
 
 pub use error::{AudioError, QueueFull};

@@ -717,11 +717,7 @@ async fn spoken_turn(test: &'static str, flavor: Flavor, model: &str, input_rate
         world.fake.act(action).await;
     }
     let result = run.finish(&world, Duration::from_secs(60)).await;
-    let upstream = if flavor == Flavor::OpenAi || input_rate == 24_000 {
-        fake_audio(&world.fake, 0)
-    } else {
-        world.fake.gemini_session_audio()
-    };
+    let upstream = fake_audio(&world.fake, 0);
     let heard_by_fake = correlation(&mic_pcm(), 48_000, &upstream, input_rate);
     assert!(heard_by_fake >= 0.9, "{test}: the microphone at the provider: {heard_by_fake:.3}");
     let spoken = svc_testkit::speech::speech(reply, 24_000);
@@ -827,4 +823,25 @@ async fn a_killed_server_ends_the_sessions_it_left_on_its_next_start() {
     // The restarted server runs new sessions.
     let (status, _) = world.post("/realtime/session/start", &body);
     assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn gemini_holds_a_spoken_turn_with_svc_vad() {
+    // provider_a's default turn detection is svc's own: the fake answers at activityEnd.
+    spoken_turn("gemini", Flavor::OpenAi, "provider_a", 16_000, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn noise_cancellation_keeps_the_user_s_speech() {
+    let world = World::start("voice-focus", Flavor::OpenAi, &[]).await;
+    world.fake.queue([Reply::Speak("Understood.".into())]);
+    let config =
+        json!({"agent": {"type": "inline", "model": "provider_b", "audio": {"noise_cancellation": "voice_focus"}}});
+    let result = world.client("spoken_turn", config).finish(&world, Duration::from_secs(60)).await;
+    let kept = correlation(&mic_pcm(), 48_000, &fake_audio(&world.fake, 0), 24_000);
+    assert!(kept >= 0.85, "the user's speech through voice_focus: correlation {kept:.3}");
+    assert!(!events(&result, "turn-complete").is_empty());
+    eprintln!("voice_focus: mic→provider {kept:.3}");
 }

@@ -59,12 +59,13 @@ struct Harness {
 impl Harness {
     fn new(session: Arc<ResolvedSession>) -> Harness {
         let now = Instant::now();
+        let input_rate_hz = svc_provider::input_rate_hz(&session.model).expect("a known family");
         let cfg = CoreConfig {
             session_id: "sess-1".into(),
             agent_identity: "agent".into(),
             started_at_us: 1_000_000_000_000,
             session,
-            input_rate_hz: 24_000,
+            input_rate_hz,
             timing: Timing::default(),
         };
         let mut harness = Harness {
@@ -736,4 +737,58 @@ fn without_a_state_set_state_is_an_unknown_tool() {
     h.provider(ProviderEvent::ToolCall { call_id: "s1".into(), name: "set_state".into(), arguments: json!({}) });
     assert!(h.take_events().is_empty());
     assert!(matches!(&h.take_inputs()[..], [ProviderInput::ToolResult { is_error: true, .. }]));
+}
+
+fn speech16() -> Vec<i16> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../svc-audio/tests/fixtures/near-talker-16k.wav");
+    svc_audio::wav::read_wav_file(path).expect("fixture").samples
+}
+
+#[test]
+fn svc_vad_sends_only_the_turn_upstream_framed_by_activity_start_and_end() {
+    // provider_a runs svc_vad unless told otherwise.
+    let mut h = Harness::live(resolved(json!({"type": "inline", "model": "provider_a"}), json!({})));
+    let mut input = vec![0i16; 8_000];
+    input.extend(speech16());
+    input.extend(vec![0i16; 24_000]);
+    for chunk in input.chunks(320) {
+        h.core.handle_user_audio(h.now, chunk.to_vec());
+        h.now += Duration::from_millis(20);
+    }
+    h.collect();
+    let inputs = h.take_inputs();
+    let kinds: Vec<&str> = inputs
+        .iter()
+        .map(|i| match i {
+            ProviderInput::ActivityStart => "start",
+            ProviderInput::ActivityEnd => "end",
+            ProviderInput::NativeAudio(_) => "audio",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds.first(), Some(&"start"), "nothing goes upstream before the user speaks: {kinds:?}");
+    assert_eq!(kinds.last(), Some(&"end"));
+    assert_eq!(kinds.iter().filter(|k| **k == "start").count(), 1);
+    let sent: usize = inputs.iter().map(|i| if let ProviderInput::NativeAudio(pcm) = i { pcm.len() } else { 0 }).sum();
+    let speech = input.len() - 8_000 - 24_000;
+    assert!(sent >= speech && sent < speech + 16_000, "{sent} samples upstream for {speech} of speech");
+}
+
+#[test]
+fn svc_vad_barges_in_as_soon_as_the_user_starts() {
+    let mut h = Harness::live(resolved(json!({"type": "inline", "model": "provider_a"}), json!({})));
+    h.speak("A long answer that keeps going and going.", 5_000);
+    h.advance(Duration::from_secs(1));
+    h.take_inputs();
+    h.take_events();
+    for chunk in speech16().chunks(320).take(25) {
+        h.core.handle_user_audio(h.now, chunk.to_vec());
+        h.collect();
+        h.advance(Duration::from_millis(20));
+    }
+    let inputs = h.take_inputs();
+    let barge = inputs.iter().position(|i| matches!(i, ProviderInput::BargeIn { .. })).expect("barge-in");
+    let start = inputs.iter().position(|i| matches!(i, ProviderInput::ActivityStart)).expect("activity start");
+    assert!(barge < start, "playback is cut before the model even hears the user");
+    assert!(h.take_types().contains(&"bot-stopped-speaking".to_owned()));
 }
