@@ -1,4 +1,8 @@
-//! What the benchmark binaries say about the run they report: machine, command and tree.
+//! What the benchmark binaries share: the HTTP load generator ([`load`]), latency histograms and
+//! `/proc` readings ([`measure`]), and what a report says about its run: machine, command and tree.
+
+pub mod load;
+pub mod measure;
 
 /// The CPU model from /proc/cpuinfo.
 pub fn cpu_model() -> String {

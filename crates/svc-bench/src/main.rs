@@ -7,7 +7,6 @@
 //! thread with a current-thread runtime. The report is Markdown on stdout, progress goes to
 //! stderr, and the exit code is non-zero if anything but a well-formed 200 came back.
 
-mod load;
 mod report;
 
 use std::path::PathBuf;
@@ -23,8 +22,8 @@ use svc_server::AppState;
 use svc_server::config::{Config, Database, ProviderKeys};
 use svc_store::Store;
 
-use crate::load::{Outcome, Plan, Target};
 use crate::report::RunInfo;
+use svc_bench::load::{Outcome, Plan, Target};
 
 /// Postgres server on which `--postgres` creates its database unless `--database-url` names one.
 const DEFAULT_POSTGRES_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -298,7 +297,8 @@ async fn drive_load(
     plan: Plan,
 ) -> anyhow::Result<(Outcome, Outcome, u64)> {
     for target in [&verify, &start] {
-        let (status, body) = load::probe(addr, target).await.with_context(|| format!("probing {}", target.label))?;
+        let (status, body) =
+            svc_bench::load::probe(addr, target).await.with_context(|| format!("probing {}", target.label))?;
         if status != 200 {
             bail!("probe of {} answered {status}: {body}", target.label);
         }
@@ -312,7 +312,7 @@ async fn drive_load(
             plan.warmup.as_secs_f64(),
             plan.measure.as_secs_f64()
         );
-        outcomes.push(load::run(addr, target, plan).await?);
+        outcomes.push(svc_bench::load::run(addr, target, plan).await?);
     }
     let start_outcome = outcomes.pop().context("no start outcome")?;
     let verify_outcome = outcomes.pop().context("no verify outcome")?;

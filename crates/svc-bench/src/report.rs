@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use svc_wire::rest::StartTimings;
 
-use crate::load::{Outcome, Plan, Target};
+use svc_bench::load::{Outcome, Plan, Target};
 
 /// Reads one phase out of `timings`.
 type Phase = fn(&StartTimings) -> f64;

@@ -17,6 +17,7 @@ pub mod telemetry;
 
 use std::future::Future;
 
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub use app::{App, AppState};
@@ -44,6 +45,11 @@ pub async fn run_with_room(
     if let Some(room) = room {
         router = router.nest(&room_path, room.router());
     }
+    // Nagle off, as LiveKit's own server (Go's default) has it: signalling answers and small REST
+    // replies written back to back must not wait for the peer's delayed acknowledgement.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }
 

@@ -23,8 +23,6 @@
 //! (by default N = 1) runs first in the same process, and the report gives every phase's CPU per
 //! room and p99 relative to it. The report is Markdown on stdout; progress goes to stderr.
 
-mod measure;
-
 use std::collections::VecDeque;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,7 +41,7 @@ use svc_room::{
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinSet;
 
-use crate::measure::{Cpu, Histogram, Memory, Summary};
+use svc_bench::measure::{Cpu, Histogram, Memory, Summary};
 
 const KEY: &str = "bench";
 const SECRET: &str = "room-load-benchmark-secret-0123456789";

@@ -1,4 +1,4 @@
-//! What the room load benchmark measures with: latency histograms that cost the same at any
+//! What the load benchmarks measure with: latency histograms that cost the same at any
 //! load (a fixed array of atomic counters, so measuring does not grow the RSS being measured),
 //! and CPU and memory figures read from `/proc`.
 
@@ -21,11 +21,19 @@ pub struct Histogram {
     max_us: AtomicU64,
 }
 
+impl Default for Histogram {
+    fn default() -> Histogram {
+        Histogram::new()
+    }
+}
+
 impl Histogram {
+    /// An empty histogram.
     pub fn new() -> Histogram {
         Histogram { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(), max_us: AtomicU64::new(0) }
     }
 
+    /// Counts one latency.
     pub fn record(&self, latency: Duration) {
         let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         let index = if us < FINE_LIMIT_US {
@@ -39,6 +47,7 @@ impl Histogram {
         self.max_us.fetch_max(us, Ordering::Relaxed);
     }
 
+    /// Count, percentiles and maximum so far.
     pub fn summary(&self) -> Summary {
         let counts: Vec<u64> = self.buckets.iter().map(|bucket| bucket.load(Ordering::Relaxed)).collect();
         let total: u64 = counts.iter().sum();
@@ -81,9 +90,13 @@ fn bucket_upper_us(index: usize) -> u64 {
 /// 20 ms, 1 ms above).
 #[derive(Debug, Clone, Copy)]
 pub struct Summary {
+    /// Latencies recorded.
     pub count: u64,
+    /// Median.
     pub p50_ms: Option<f64>,
+    /// 99th percentile.
     pub p99_ms: Option<f64>,
+    /// Largest.
     pub max_ms: Option<f64>,
 }
 
@@ -101,6 +114,7 @@ pub struct Cpu {
 const TICKS_PER_SECOND: f64 = 100.0;
 
 impl Cpu {
+    /// The counters now.
     pub fn now() -> Cpu {
         let process_ticks =
             std::fs::read_to_string("/proc/self/stat").ok().and_then(|stat| user_plus_system(&stat)).unwrap_or(0);
@@ -143,6 +157,19 @@ impl Cpu {
     }
 }
 
+impl Cpu {
+    /// CPU of every thread group between `earlier` and `self`, in % of one core, busiest first.
+    pub fn groups_percent_since(&self, earlier: &Cpu, wall: Duration) -> Vec<(String, f64)> {
+        let mut groups: Vec<(String, f64)> = self
+            .by_thread_name
+            .keys()
+            .map(|group| (group.clone(), self.group_percent_since(earlier, group, wall)))
+            .collect();
+        groups.sort_by(|a, b| b.1.total_cmp(&a.1));
+        groups
+    }
+}
+
 /// Thread names with a numeric suffix (tokio's blocking pool, etc.) fold into their prefix.
 fn group_name(name: &str) -> String {
     name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_owned()
@@ -171,11 +198,14 @@ fn user_plus_system(stat: &str) -> Option<u64> {
 /// Resident memory now and at its peak, in MiB (`VmRSS`, `VmHWM` of `/proc/self/status`).
 #[derive(Debug, Clone, Copy)]
 pub struct Memory {
+    /// Resident now.
     pub rss_mib: f64,
+    /// Resident at the peak so far.
     pub peak_mib: f64,
 }
 
 impl Memory {
+    /// The figures now.
     pub fn now() -> Memory {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         let field = |name: &str| {

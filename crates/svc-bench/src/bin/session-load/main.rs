@@ -1,0 +1,858 @@
+//! `session-load`: N voice sessions end to end, measured from both ends.
+//!
+//! One process holds all three parties, each on its own tokio runtime so its CPU can be told
+//! apart by thread name:
+//!
+//! - **`svc-server`**: svc as `svc serve` runs it — the HTTP API, the embedded media room on
+//!   127.0.0.1 and the session runtime, on a temporary SQLite database. Every session is
+//!   started with `POST /api/v1/external/realtime/session/start` (model `provider_b`, OpenAI
+//!   Realtime), so the agent joins its room and bridges it to the provider.
+//! - **`fake-provider`**: OpenAI Realtime over WebSocket ([`fake`]), which the server reaches as
+//!   `OPENAI_BASE_URL`; it answers each of the user's turns with 2.4 s of 24 kHz speech streamed
+//!   at real time.
+//! - **`svc-client`**: per session one [`RoomClient`] (str0m: real ICE/DTLS/SRTP over UDP) that
+//!   joins with the start's credentials, publishes a microphone and loops a 6 s cycle of real
+//!   Opus 20 ms frames: 3 s of voice, 3 s of silence (silence frames as a browser sends them
+//!   with DTX off). The agent answers in the silent half: user and agent each talk about half
+//!   the time. Sessions' cycles are spread evenly over the 6 s and over each 20 ms.
+//!
+//! Measured over a steady-state window after a warm-up, per N, on one clock:
+//!
+//! - **→ (client packet → provider frame)**: the client's send of frame k of a talk spurt → the
+//!   fake reading the `input_audio_buffer.append` that carries it (the fake finds each spurt's
+//!   first frame by its loudness and counts samples from there).
+//! - **← (provider frame → client packet)**: the fake's send of delta j of a response → the
+//!   client's socket read of the j-th non-silent packet of the agent's track after the silence
+//!   that precedes the response; and, per response, delta 0 → the first packet (the delay svc
+//!   adds at the start of a reply).
+//! - **CPU** of the process and of each runtime's threads, and **RSS** per session.
+//!
+//! A baseline phase (N = 1 by default) runs first in the same process. The report is Markdown on
+//! stdout; progress goes to stderr.
+
+mod fake;
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use svc_audio::opus::EncoderConfig;
+use svc_audio::{FRAME_SAMPLES, OpusEncoder};
+use svc_bench::load::Target;
+use svc_bench::measure::{Cpu, Histogram, Memory, Summary};
+use svc_domain::{Scope, ScopeSet};
+use svc_room::client::{ClientEvent, ClientOptions, ClientStats, RoomClient};
+use svc_server::AppState;
+use svc_server::config::{Config, Database, ProviderKeys};
+use svc_store::Store;
+use tokio::runtime::{Handle, Runtime};
+use tokio::task::JoinSet;
+
+/// Frames of the client's cycle (6 s) and of its talk spurt (the first 3 s).
+pub(crate) const CYCLE_FRAMES: usize = 300;
+const SPEECH_FRAMES: usize = 150;
+const START_PATH: &str = "/api/v1/external/realtime/session/start";
+
+/// Run N voice sessions end to end (client ⇄ svc ⇄ fake provider) and measure them.
+#[derive(Debug, Parser)]
+#[command(name = "session-load")]
+struct Args {
+    /// Session counts to measure, in order (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "50,100,200")]
+    sessions: Vec<usize>,
+    /// Sessions of the baseline phase, measured first in the same run (0: none).
+    #[arg(long, default_value_t = 1)]
+    baseline_sessions: usize,
+    /// Measured seconds per phase.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    /// Unmeasured seconds of conversation before each measurement (at least one 6 s cycle).
+    #[arg(long, default_value_t = 8.0)]
+    warmup: f64,
+    /// Sessions starting at once while a phase opens them.
+    #[arg(long, default_value_t = 16)]
+    connect_concurrency: usize,
+    /// Worker threads of the server's runtime (`svc serve` uses one per core).
+    #[arg(long, default_value_t = 2)]
+    server_threads: usize,
+    /// Worker threads of the clients' runtime.
+    #[arg(long, default_value_t = 2)]
+    client_threads: usize,
+    /// Worker threads of the fake provider's runtime.
+    #[arg(long, default_value_t = 1)]
+    fake_threads: usize,
+    /// Quick check: sessions 1 then 4, 6 s measured, 7 s warm-up.
+    #[arg(long)]
+    smoke: bool,
+}
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    if args.smoke {
+        args.sessions = vec![4];
+        args.seconds = 6.0;
+        args.warmup = 7.0;
+    }
+    if args.sessions.is_empty()
+        || args.sessions.contains(&0)
+        || !args.seconds.is_finite()
+        || args.seconds <= 0.0
+        || !args.warmup.is_finite()
+        || args.warmup < 0.0
+    {
+        eprintln!("session-load: --sessions needs positive counts, --seconds > 0, --warmup ≥ 0");
+        return ExitCode::FAILURE;
+    }
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("session-load: FAILED: see above");
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("session-load: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime(name: &str, threads: usize) -> anyhow::Result<Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .with_context(|| format!("building the {name} runtime"))
+}
+
+fn run(args: &Args) -> anyhow::Result<bool> {
+    let server_runtime = runtime("svc-server", args.server_threads)?;
+    let fake_runtime = runtime("fake-provider", args.fake_threads)?;
+    let client_runtime = runtime("svc-client", args.client_threads)?;
+    let registry = Arc::new(fake::Registry::default());
+    let cycle = Arc::new(client_cycle()?);
+    let initial = Memory::now();
+
+    let fake_listener =
+        fake_runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding the fake provider")?;
+    let fake_addr = fake_listener.local_addr()?;
+    fake_runtime.spawn(fake::serve(fake_listener, registry.clone()));
+    let dir = tempfile::Builder::new().prefix("session-load-").tempdir().context("temporary directory")?;
+    let server = server_runtime.block_on(Server::start(dir.path(), fake_addr))?;
+    eprintln!("session-load: pid {}, svc on {}, fake provider on {fake_addr}", std::process::id(), server.addr);
+
+    let mut phases = Vec::new();
+    let baseline = (args.baseline_sessions > 0).then_some(args.baseline_sessions);
+    let plan = baseline.into_iter().map(|n| (n, true)).chain(args.sessions.iter().map(|n| (*n, false)));
+    for (number, (sessions, is_baseline)) in plan.enumerate() {
+        let context = PhaseContext {
+            args,
+            number,
+            sessions,
+            server: &server,
+            server_handle: server_runtime.handle().clone(),
+            registry: &registry,
+            cycle: &cycle,
+        };
+        let phase = client_runtime.block_on(run_phase(context))?;
+        eprintln!("session-load: {}", phase.one_line());
+        phases.push((phase, is_baseline));
+    }
+    server_runtime.block_on(server.stop());
+    drop(client_runtime);
+    drop(fake_runtime);
+    drop(server_runtime);
+
+    println!("{}", report(args, initial, &phases));
+    Ok(phases.iter().all(|(phase, _)| phase.healthy()))
+}
+
+/// svc in-process, assembled as `svc serve` assembles it (store, room, runtime, HTTP).
+struct Server {
+    addr: std::net::SocketAddr,
+    key: String,
+    runtime: svc_session::Runtime,
+    room: svc_room::RoomServer,
+    store: Store,
+    stop: tokio::sync::oneshot::Sender<()>,
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start(dir: &std::path::Path, fake: std::net::SocketAddr) -> anyhow::Result<Server> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let mut config = Config::for_tests(dir, Database::Sqlite(dir.join("svc.db")));
+        config.provider_keys = ProviderKeys { openai: true, gemini: false, xai: false };
+        config.room.url = url::Url::parse(&format!("ws://{addr}/room")).context("room URL")?;
+        config.prepare_data_dir().context("data directory")?;
+        let store = AppState::connect_store(&config).await?;
+        let workspace = store.create_workspace("session-load", "session-load", "localhost", now_us()).await?;
+        let mut settings = workspace.settings.clone();
+        settings.max_concurrent_sessions = None;
+        store.update_workspace(&workspace.id, &settings, None).await?;
+        let (_, key) =
+            svc_server::auth::issue::create_api_key(&store, &workspace.id, ScopeSet::new([Scope::RealtimeStart]), None)
+                .await?;
+
+        let credentials = AppState::room_credentials(&config, &store).await?;
+        let room_config =
+            svc_room::RoomServerConfig { udp_port: 0, node_ips: config.room.node_ips.clone(), ..Default::default() };
+        let room = svc_room::RoomServer::start(room_config, credentials).await.context("starting the media room")?;
+        let fake_url = format!("http://{fake}/v1");
+        let provider_env = svc_provider::endpoint::ProviderEnv::from_lookup(|name| match name {
+            "OPENAI_API_KEY" => Some("sk-bench".to_owned()),
+            "OPENAI_BASE_URL" => Some(fake_url.clone()),
+            _ => None,
+        })?;
+        let runtime = svc_session::Runtime::new(svc_session::RuntimeConfig {
+            store: store.clone(),
+            room: room.clone(),
+            provider_env,
+            data_dir: config.data_dir.clone(),
+            node_id: config.node_id.clone(),
+            timing: svc_session::core::Timing::default(),
+        });
+        let dispatcher = Arc::new(svc_server::dispatch::RuntimeDispatcher(runtime.clone()));
+        let app = AppState::with_dispatcher(config, store.clone(), dispatcher).await?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let http = tokio::spawn(svc_server::run_with_room(listener, app, Some(room.clone()), async {
+            let _ = stopped.await;
+        }));
+        Ok(Server { addr, key, runtime, room, store, stop, http })
+    }
+
+    /// Stops like `svc serve` does: sessions, then rooms, then HTTP.
+    async fn stop(self) {
+        self.runtime.shutdown().await;
+        self.room.shutdown().await;
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.http).await;
+        self.store.close().await;
+    }
+}
+
+fn now_us() -> i64 {
+    svc_server::app::now_us()
+}
+
+/// A voiced test signal with no pauses (so every 20 ms of a talk spurt is clearly loud): a
+/// harmonic series whose pitch glides between about 100 and 180 Hz, under a slow swell between
+/// 60 and 100 % of full level, about −16 dBFS RMS. `seed` shifts its phase.
+pub(crate) fn voice(rate_hz: u32, samples: usize, seed: u32) -> Vec<i16> {
+    use std::f64::consts::PI;
+    let rate = f64::from(rate_hz);
+    let offset = f64::from(seed) * 0.37;
+    let mut phase = 0.0_f64;
+    (0..samples)
+        .map(|n| {
+            let t = n as f64 / rate + offset;
+            let pitch = 140.0 + 35.0 * (2.0 * PI * 0.6 * t).sin() + 8.0 * (2.0 * PI * 4.7 * t).sin();
+            phase += 2.0 * PI * pitch / rate;
+            let harmonics = ((3_400.0_f64).min(rate / 2.0 - 200.0) / pitch) as usize;
+            let value: f64 = (1..=harmonics).map(|k| (k as f64 * phase).sin() / k as f64).sum();
+            let swell = 0.8 + 0.2 * (2.0 * PI * 3.0 * t).sin();
+            (value * swell * 5_000.0).clamp(-32_768.0, 32_767.0) as i16
+        })
+        .collect()
+}
+
+/// The client's 6 s cycle, Opus-encoded once at 48 kHz with the room's voice settings: 3 s of
+/// voice, then 3 s of digital silence.
+fn client_cycle() -> anyhow::Result<Vec<Arc<[u8]>>> {
+    let mut encoder = OpusEncoder::new_voice().context("opus encoder")?;
+    let mut pcm = voice(48_000, SPEECH_FRAMES * FRAME_SAMPLES, 1);
+    pcm.resize(CYCLE_FRAMES * FRAME_SAMPLES, 0);
+    pcm.chunks_exact(FRAME_SAMPLES)
+        .map(|frame| encoder.encode_frame(frame).map(Arc::from).context("opus encode"))
+        .collect()
+}
+
+/// The agent's silence packet, made as the session runtime makes it (one Opus frame of digital
+/// silence at 48 kHz with the voice settings): a packet equal to it is filler, not speech.
+fn silence_packet() -> anyhow::Result<Arc<[u8]>> {
+    let mut encoder = OpusEncoder::with_rate(EncoderConfig::VOICE, 48_000).context("opus encoder")?;
+    Ok(Arc::from(encoder.encode_frame(&[0; FRAME_SAMPLES]).context("opus encode")?))
+}
+
+/// What every session of a phase records into.
+pub(crate) struct Probes {
+    /// Only frames sent while this is set count.
+    measuring: AtomicBool,
+    /// Client send → the fake reads the append carrying the frame.
+    pub(crate) up: Histogram,
+    /// The fake sends a delta → the client reads the matching packet from its socket.
+    down: Histogram,
+    /// A response's first delta → its first packet at the client.
+    first_audio: Histogram,
+    /// How late a task of the server's runtime wakes from a 5 ms sleep.
+    server_wake_lag: Histogram,
+    frames_sent: AtomicU64,
+    send_errors: AtomicU64,
+    pub(crate) appends_at_fake: AtomicU64,
+    pub(crate) appends_matched: AtomicU64,
+    pub(crate) appends_unmatched: AtomicU64,
+    pub(crate) deltas_sent: AtomicU64,
+    speech_packets: AtomicU64,
+    silence_packets: AtomicU64,
+    packets_unmatched: AtomicU64,
+    responses_heard: AtomicU64,
+}
+
+impl Probes {
+    fn new() -> Probes {
+        Probes {
+            measuring: AtomicBool::new(false),
+            up: Histogram::new(),
+            down: Histogram::new(),
+            first_audio: Histogram::new(),
+            server_wake_lag: Histogram::new(),
+            frames_sent: AtomicU64::new(0),
+            send_errors: AtomicU64::new(0),
+            appends_at_fake: AtomicU64::new(0),
+            appends_matched: AtomicU64::new(0),
+            appends_unmatched: AtomicU64::new(0),
+            deltas_sent: AtomicU64::new(0),
+            speech_packets: AtomicU64::new(0),
+            silence_packets: AtomicU64::new(0),
+            packets_unmatched: AtomicU64::new(0),
+            responses_heard: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn measuring(&self) -> bool {
+        self.measuring.load(Ordering::Relaxed)
+    }
+}
+
+/// One session's instants, shared by its client and its provider connection.
+pub(crate) struct SessionProbe {
+    /// When the client sent each frame of its current cycle (set only while measuring).
+    pub(crate) up_sent: Mutex<Vec<Option<Instant>>>,
+    /// When the fake sent each delta of its current response.
+    pub(crate) down_sent: Mutex<DownLog>,
+    /// The phase's histograms and counters.
+    pub(crate) probes: Arc<Probes>,
+}
+
+/// The deltas of the response the fake is sending (or sent last).
+#[derive(Default)]
+pub(crate) struct DownLog {
+    /// Its number on the connection (1, 2, …).
+    pub(crate) response: u64,
+    /// Send instant of each delta so far.
+    pub(crate) sent: Vec<Instant>,
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct PhaseContext<'a> {
+    args: &'a Args,
+    number: usize,
+    sessions: usize,
+    server: &'a Server,
+    server_handle: Handle,
+    registry: &'a Arc<fake::Registry>,
+    cycle: &'a Arc<Vec<Arc<[u8]>>>,
+}
+
+struct Phase {
+    sessions: usize,
+    setup: Duration,
+    window: Duration,
+    cpu_process: f64,
+    cpu_server: f64,
+    cpu_fake: f64,
+    cpu_client: f64,
+    cpu_others: f64,
+    /// Other thread groups of the process (the store's workers, …) with their CPU.
+    cpu_threads: Vec<(String, f64)>,
+    memory: Memory,
+    up: Summary,
+    down: Summary,
+    first_audio: Summary,
+    server_wake_lag: Summary,
+    frames_sent: u64,
+    send_errors: u64,
+    appends_at_fake: u64,
+    appends_matched: u64,
+    appends_unmatched: u64,
+    deltas_sent: u64,
+    speech_packets: u64,
+    silence_packets: u64,
+    packets_unmatched: u64,
+    responses_heard: u64,
+    client_stats: ClientStats,
+    sessions_ended: bool,
+}
+
+impl Phase {
+    fn one_line(&self) -> String {
+        let ms = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.2}"));
+        format!(
+            "N={}: CPU {:.0}% (svc-server {:.0}%, fake-provider {:.0}%, svc-client {:.0}%; other processes {:.0}%), RSS {:.0} MiB; → p50 {} p99 {} ms; ← p50 {} p99 {} ms; first audio p50 {} p99 {} ms; frames sent {} appends {} deltas {} speech packets {} responses heard {}",
+            self.sessions,
+            self.cpu_process,
+            self.cpu_server,
+            self.cpu_fake,
+            self.cpu_client,
+            self.cpu_others,
+            self.memory.rss_mib,
+            ms(self.up.p50_ms),
+            ms(self.up.p99_ms),
+            ms(self.down.p50_ms),
+            ms(self.down.p99_ms),
+            ms(self.first_audio.p50_ms),
+            ms(self.first_audio.p99_ms),
+            self.frames_sent,
+            self.appends_at_fake,
+            self.deltas_sent,
+            self.speech_packets,
+            self.responses_heard,
+        )
+    }
+
+    /// Audio flowed both ways: at least 90 % of the client's frames reached the provider, at
+    /// least 90 % of the provider's deltas reached the client, and both directions were scored.
+    fn healthy(&self) -> bool {
+        self.frames_sent > 0
+            && self.appends_at_fake * 10 >= self.frames_sent * 9
+            && self.deltas_sent > 0
+            && self.speech_packets * 10 >= self.deltas_sent * 9
+            && self.up.count > 0
+            && self.down.count > 0
+            && self.sessions_ended
+    }
+}
+
+async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
+    let PhaseContext { args, number, sessions, server, server_handle, registry, cycle } = context;
+    // Fresh histograms and counters per phase.
+    let probes = Arc::new(Probes::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let silence = silence_packet()?;
+    let setup_started = Instant::now();
+    eprintln!("session-load: starting {sessions} sessions…");
+    let stream_start = Instant::now() + Duration::from_millis(200);
+    let mut opening = JoinSet::new();
+    let mut opened = Vec::with_capacity(sessions);
+    for index in 0..sessions {
+        if opening.len() >= args.connect_concurrency.max(1)
+            && let Some(result) = opening.join_next().await
+        {
+            opened.push(result.context("session setup task")??);
+        }
+        let session = SessionContext {
+            index,
+            sessions,
+            tag: format!("p{number}-{index}"),
+            addr: server.addr,
+            key: server.key.clone(),
+            registry: registry.clone(),
+            probes: probes.clone(),
+            stop: stop.clone(),
+            cycle: cycle.clone(),
+            silence: silence.clone(),
+            stream_start,
+        };
+        opening.spawn(session.open());
+    }
+    while let Some(result) = opening.join_next().await {
+        opened.push(result.context("session setup task")??);
+    }
+    let setup = setup_started.elapsed();
+    let wake_probe = server_handle.spawn(wake_lag(probes.clone(), stop.clone()));
+    eprintln!(
+        "session-load: {sessions} sessions talking after {:.1} s; warming up {} s",
+        setup.as_secs_f64(),
+        args.warmup
+    );
+
+    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+    let cpu_before = Cpu::now();
+    let window_start = Instant::now();
+    probes.measuring.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs_f64(args.seconds)).await;
+    probes.measuring.store(false, Ordering::SeqCst);
+    let cpu_after = Cpu::now();
+    let window = window_start.elapsed();
+    let memory = Memory::now();
+
+    // Let the last measured frames arrive, then hang up: each session ends as its user leaves.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut client_stats = ClientStats::default();
+    let mut leaving = JoinSet::new();
+    for session in opened {
+        let _ = session.sender.await;
+        if let Ok(stats) = session.client.stats().await {
+            client_stats.audio_frames_sent += stats.audio_frames_sent;
+            client_stats.audio_frames_unsent += stats.audio_frames_unsent;
+            client_stats.audio_frames_received += stats.audio_frames_received;
+            client_stats.audio_frames_dropped += stats.audio_frames_dropped;
+            client_stats.events_dropped += stats.events_dropped;
+        }
+        registry.remove(&session.tag);
+        leaving.spawn(session.client.leave());
+    }
+    while leaving.join_next().await.is_some() {}
+    let _ = wake_probe.await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.runtime.live_sessions() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sessions_ended = server.runtime.live_sessions() == 0;
+    if !sessions_ended {
+        eprintln!("session-load: {} sessions still live 60 s after their users left", server.runtime.live_sessions());
+    }
+
+    let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    let groups = cpu_after.groups_percent_since(&cpu_before, window);
+    let group = |name: &str| groups.iter().find(|(group, _)| group == name).map_or(0.0, |(_, cpu)| *cpu);
+    let cpu_threads = groups
+        .iter()
+        .filter(|(name, cpu)| !["svc-server", "fake-provider", "svc-client"].contains(&name.as_str()) && *cpu >= 0.5)
+        .cloned()
+        .collect();
+    Ok(Phase {
+        sessions,
+        setup,
+        window,
+        cpu_process: cpu_after.process_percent_since(&cpu_before, window),
+        cpu_server: group("svc-server"),
+        cpu_fake: group("fake-provider"),
+        cpu_client: group("svc-client"),
+        cpu_others: cpu_after.others_percent_since(&cpu_before, window),
+        cpu_threads,
+        memory,
+        up: probes.up.summary(),
+        down: probes.down.summary(),
+        first_audio: probes.first_audio.summary(),
+        server_wake_lag: probes.server_wake_lag.summary(),
+        frames_sent: count(&probes.frames_sent),
+        send_errors: count(&probes.send_errors),
+        appends_at_fake: count(&probes.appends_at_fake),
+        appends_matched: count(&probes.appends_matched),
+        appends_unmatched: count(&probes.appends_unmatched),
+        deltas_sent: count(&probes.deltas_sent),
+        speech_packets: count(&probes.speech_packets),
+        silence_packets: count(&probes.silence_packets),
+        packets_unmatched: count(&probes.packets_unmatched),
+        responses_heard: count(&probes.responses_heard),
+        client_stats,
+        sessions_ended,
+    })
+}
+
+/// Everything one session's tasks need.
+struct SessionContext {
+    index: usize,
+    sessions: usize,
+    tag: String,
+    addr: std::net::SocketAddr,
+    key: String,
+    registry: Arc<fake::Registry>,
+    probes: Arc<Probes>,
+    stop: Arc<AtomicBool>,
+    cycle: Arc<Vec<Arc<[u8]>>>,
+    silence: Arc<[u8]>,
+    stream_start: Instant,
+}
+
+struct Session {
+    tag: String,
+    client: RoomClient,
+    sender: tokio::task::JoinHandle<()>,
+}
+
+impl SessionContext {
+    /// Starts the session over HTTP, joins its room as the user, waits for the agent's track,
+    /// and starts the client's sender and reader.
+    async fn open(self) -> anyhow::Result<Session> {
+        let probe = Arc::new(SessionProbe {
+            up_sent: Mutex::new(vec![None; CYCLE_FRAMES]),
+            down_sent: Mutex::new(DownLog::default()),
+            probes: self.probes.clone(),
+        });
+        self.registry.insert(self.tag.clone(), probe.clone());
+        let body = serde_json::json!({
+            "sdk": {"name": "session-load", "version": "1.0.0"},
+            "agent": {"type": "inline", "model": "provider_b",
+                "instructions": format!("You are a load test. bench-session:{}", self.tag)},
+        })
+        .to_string();
+        let start = Target::new("start", "POST", START_PATH, &self.key, Some(&body));
+        let (status, answer) = svc_bench::load::probe(self.addr, &start).await?;
+        if status != 200 {
+            bail!("session start answered {status}: {answer}");
+        }
+        let answer: serde_json::Value = serde_json::from_str(&answer).context("start response")?;
+        let field = |name: &str| answer.get(name).and_then(serde_json::Value::as_str).map(str::to_owned);
+        let (Some(url), Some(token)) = (field("livekit_url"), field("token")) else {
+            bail!("start response without livekit_url or token: {answer}");
+        };
+        let options = ClientOptions { connect_timeout: Duration::from_secs(30), ..Default::default() };
+        let mut client = RoomClient::connect(&url, &token, options)
+            .await
+            .with_context(|| format!("client of session {} connecting", self.index))?;
+        client
+            .publish_audio("microphone")
+            .await
+            .with_context(|| format!("client of session {} publishing", self.index))?;
+        let agent_track = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(event) = client.next_event().await {
+                if let ClientEvent::TrackSubscribed { track_sid, .. } = event {
+                    return Some(track_sid);
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .with_context(|| format!("client of session {} never heard the agent's track", self.index))?;
+
+        // Cycles spread over 6 s, frames over each 20 ms, as independent callers are.
+        let spread = |period_us: usize| Duration::from_micros((period_us * self.index / self.sessions.max(1)) as u64);
+        let start_at = self.stream_start.max(Instant::now()) + spread(CYCLE_FRAMES * 20_000) + spread(20_000);
+        let sender = tokio::spawn(send_cycles(
+            client.audio_sender(),
+            self.cycle.clone(),
+            probe.clone(),
+            self.probes.clone(),
+            self.stop.clone(),
+            start_at,
+            1_000_000 * self.index as u64,
+        ));
+        let (client, events) = client.split_events();
+        let reader = Reader { agent_track, silence: self.silence, probe, probes: self.probes };
+        tokio::spawn(reader.run(events));
+        Ok(Session { tag: self.tag, client, sender })
+    }
+}
+
+/// Sends the cycle's frames every 20 ms from `start` until `stop`, remembering each send.
+async fn send_cycles(
+    audio: svc_room::client::AudioSender,
+    cycle: Arc<Vec<Arc<[u8]>>>,
+    probe: Arc<SessionProbe>,
+    probes: Arc<Probes>,
+    stop: Arc<AtomicBool>,
+    start: Instant,
+    rtp_base: u64,
+) {
+    let mut ticker = tokio::time::interval_at(start.into(), Duration::from_millis(20));
+    let mut number: usize = 0;
+    while !stop.load(Ordering::Relaxed) {
+        ticker.tick().await;
+        let index = number % CYCLE_FRAMES;
+        let now = Instant::now();
+        lock(&probe.up_sent)[index] = probes.measuring().then_some(now);
+        match audio.send_opus(rtp_base + (number * FRAME_SAMPLES) as u64, cycle[index].clone()) {
+            Ok(()) => probes.frames_sent.fetch_add(1, Ordering::Relaxed),
+            Err(_) => probes.send_errors.fetch_add(1, Ordering::Relaxed),
+        };
+        number += 1;
+    }
+}
+
+/// Reads the agent's track and scores every speech packet against the delta it came from.
+struct Reader {
+    agent_track: String,
+    silence: Arc<[u8]>,
+    probe: Arc<SessionProbe>,
+    probes: Arc<Probes>,
+}
+
+impl Reader {
+    async fn run(self, mut events: svc_room::client::ClientEvents) {
+        // Position in the current run of speech packets, and which response it is.
+        let mut run: Option<(u64, usize)> = None;
+        while let Some(event) = events.next().await {
+            match event {
+                ClientEvent::AudioFrame(frame) if *frame.track_sid == *self.agent_track => {
+                    if *frame.opus == *self.silence {
+                        self.probes.silence_packets.fetch_add(1, Ordering::Relaxed);
+                        run = None;
+                        continue;
+                    }
+                    self.probes.speech_packets.fetch_add(1, Ordering::Relaxed);
+                    let log = lock(&self.probe.down_sent);
+                    let (response, index) = match run {
+                        Some((response, index)) => (response, index + 1),
+                        None => {
+                            self.probes.responses_heard.fetch_add(1, Ordering::Relaxed);
+                            (log.response, 0)
+                        }
+                    };
+                    run = Some((response, index));
+                    let sent = (log.response == response).then(|| log.sent.get(index).copied()).flatten();
+                    drop(log);
+                    if !self.probes.measuring() {
+                        continue;
+                    }
+                    match sent {
+                        Some(sent) if sent <= frame.received_at => {
+                            let latency = frame.received_at - sent;
+                            self.probes.down.record(latency);
+                            if index == 0 {
+                                self.probes.first_audio.record(latency);
+                            }
+                        }
+                        _ => {
+                            self.probes.packets_unmatched.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                ClientEvent::Closed { .. } => break,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Sleeps 5 ms at a time and records how much later than asked it woke: the server runtime's
+/// scheduling lag (plus the timer's 1 ms granularity), which every session task sees.
+async fn wake_lag(probes: Arc<Probes>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let due = Instant::now() + Duration::from_millis(5);
+        tokio::time::sleep_until(due.into()).await;
+        if probes.measuring() {
+            probes.server_wake_lag.record(Instant::now().saturating_duration_since(due));
+        }
+    }
+}
+
+fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
+    let ms = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.2}"));
+    let baseline = phases.iter().find(|(_, is_baseline)| *is_baseline).map(|(phase, _)| phase);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "- Machine: {} (nproc {})\n- Command: `{}`\n- Tree: {}\n",
+        svc_bench::cpu_model(),
+        std::thread::available_parallelism().map_or(0, usize::from),
+        svc_bench::command_line(" --bin session-load"),
+        svc_bench::git_tree().unwrap_or_else(|| "unknown".to_owned()),
+    ));
+    out.push_str(&format!(
+        "- Setup: one process, three runtimes: svc (HTTP, embedded room, session runtime, SQLite) on {} threads (`svc-server`), the fake OpenAI Realtime provider on {} (`fake-provider`), the str0m clients on {} (`svc-client`). Each client loops 3 s of voice and 3 s of silence; the agent answers each turn with 2.4 s of 24 kHz speech streamed at real time. {} s warm-up, {} s measured per phase. RSS before any session: {:.0} MiB.\n\n",
+        args.server_threads, args.fake_threads, args.client_threads, args.warmup, args.seconds, initial.rss_mib,
+    ));
+    out.push_str("| sessions | CPU (% of a core) | svc-server | fake-provider | svc-client | marginal CPU per session (svc-server) | RSS MiB | RSS per session (MiB) | → client packet → provider frame p50 / p99 / max (ms) | ← provider frame → client packet p50 / p99 / max (ms) | first audio p50 / p99 (ms) | p99 vs baseline (→ / ←) |\n");
+    out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (phase, is_baseline) in phases {
+        let ratio = |value: Option<f64>, base: Option<f64>| match (value, base) {
+            (Some(value), Some(base)) if base > 0.0 => format!("{:.2}×", value / base),
+            _ => "–".to_owned(),
+        };
+        let (marginal, p99_ratio) = match baseline {
+            Some(base) if !is_baseline && phase.sessions > base.sessions => {
+                let extra = (phase.sessions - base.sessions) as f64;
+                (
+                    format!(
+                        "{:.2} ({:.2})",
+                        (phase.cpu_process - base.cpu_process) / extra,
+                        (phase.cpu_server - base.cpu_server) / extra
+                    ),
+                    format!(
+                        "{} / {}",
+                        ratio(phase.up.p99_ms, base.up.p99_ms),
+                        ratio(phase.down.p99_ms, base.down.p99_ms)
+                    ),
+                )
+            }
+            _ => ("(baseline)".to_owned(), "(baseline)".to_owned()),
+        };
+        out.push_str(&format!(
+            "| {}{} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.0} | {:.2} | {} / {} / {} | {} / {} / {} | {} / {} | {} |\n",
+            phase.sessions,
+            if *is_baseline { " (baseline)" } else { "" },
+            phase.cpu_process,
+            phase.cpu_server,
+            phase.cpu_fake,
+            phase.cpu_client,
+            marginal,
+            phase.memory.rss_mib,
+            (phase.memory.rss_mib - initial.rss_mib) / phase.sessions as f64,
+            ms(phase.up.p50_ms),
+            ms(phase.up.p99_ms),
+            ms(phase.up.max_ms),
+            ms(phase.down.p50_ms),
+            ms(phase.down.p99_ms),
+            ms(phase.down.max_ms),
+            ms(phase.first_audio.p50_ms),
+            ms(phase.first_audio.p99_ms),
+            p99_ratio,
+        ));
+    }
+    out.push_str(
+        "\nAccounting over each whole phase (warm-up included; latency samples are the measured window's):\n\n",
+    );
+    out.push_str("| sessions | other processes' CPU | other threads of the process (% of a core) | setup (s) | window (s) | frames sent | send errors | appends at provider | → samples (unmatched) | deltas sent | speech packets at clients | silence packets | ← samples (unmatched) | responses heard | frames dropped at clients | svc-server wake-up lag p50 / p99 (ms) | peak RSS MiB | sessions ended |\n");
+    out.push_str("|--:|--:|--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|\n");
+    for (phase, _) in phases {
+        let threads = if phase.cpu_threads.is_empty() {
+            "–".to_owned()
+        } else {
+            phase.cpu_threads.iter().map(|(name, cpu)| format!("`{name}` {cpu:.1}")).collect::<Vec<_>>().join(", ")
+        };
+        out.push_str(&format!(
+            "| {} | {:.0} | {} | {:.1} | {:.1} | {} | {} | {} | {} ({}) | {} | {} | {} | {} ({}) | {} | {} | {} / {} | {:.0} | {} |\n",
+            phase.sessions,
+            phase.cpu_others,
+            threads,
+            phase.setup.as_secs_f64(),
+            phase.window.as_secs_f64(),
+            phase.frames_sent,
+            phase.send_errors,
+            phase.appends_at_fake,
+            phase.appends_matched,
+            phase.appends_unmatched,
+            phase.deltas_sent,
+            phase.speech_packets,
+            phase.silence_packets,
+            phase.down.count,
+            phase.packets_unmatched,
+            phase.responses_heard,
+            phase.client_stats.audio_frames_dropped,
+            ms(phase.server_wake_lag.p50_ms),
+            ms(phase.server_wake_lag.p99_ms),
+            phase.memory.peak_mib,
+            if phase.sessions_ended { "yes" } else { "**no**" },
+        ));
+    }
+    if phases.iter().any(|(phase, _)| !phase.healthy()) {
+        out.push_str("\n**Unhealthy run**: in some phase fewer than 90 % of the frames made it through one way, a direction was never scored, or sessions did not end.\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_voice_is_loud_in_every_frame() {
+        for (rate, frame) in [(48_000, FRAME_SAMPLES), (24_000, fake::PROVIDER_FRAME)] {
+            let pcm = voice(rate, rate as usize * 3, 1);
+            for chunk in pcm.chunks_exact(frame) {
+                let rms = (chunk.iter().map(|&s| f64::from(s) * f64::from(s)).sum::<f64>() / frame as f64).sqrt();
+                assert!(rms > 2_000.0, "a quiet frame at {rate} Hz: RMS {rms}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_cycle_is_voice_then_silence_and_silence_is_the_runtimes_packet() {
+        let cycle = client_cycle().expect("cycle");
+        assert_eq!(cycle.len(), CYCLE_FRAMES);
+        let silence = silence_packet().expect("silence");
+        assert!(cycle[..SPEECH_FRAMES].iter().all(|frame| frame.len() > silence.len()));
+        assert!(silence.len() < 40, "digital silence is a few bytes: {}", silence.len());
+    }
+}
