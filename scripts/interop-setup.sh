@@ -2,8 +2,8 @@
 # Installs what the interop tests (crates/svc-server/tests/interop.rs) need to run the official
 # LiveKit clients against the embedded room: Debian packages, the Python SDK venv, the browser
 # bundle and the test speech. Idempotent: every step is skipped when its stamp says it is done,
-# so a second run takes about a second. Called by scripts/test.sh before any cargo step
-# (libopus-dev must be present before the room crate's Opus binding is built).
+# so a second run takes about a second. Called by scripts/test.sh before any cargo step, so the
+# main build links the system libopus (libopus-dev) and the last step proves the bundled one.
 #
 # Layout (all but the npm project are under the gitignored target/):
 #   target/interop/venv/               livekit==1.2.1, livekit-api==1.2.2 (+ numpy)
@@ -28,9 +28,9 @@ done_step() { printf '%s (%d ms)\n' "$1" $((($(date +%s%N) - step_start) / 10000
 total_start=$(date +%s%N)
 
 # --- Debian packages ----------------------------------------------------------------------------
-# chromium: the browser peer; espeak-ng + sox: test speech; libopus-dev: the room's Opus codec
-# (cargo builds need it, so this runs before them); nodejs/npm and python3-venv only on a machine
-# whose image lacks them.
+# chromium: the browser peer; espeak-ng + sox: test speech; libopus-dev: the system libopus that
+# svc-opus links when pkg-config finds it (without it svc compiles its bundled copy; the tests
+# cover both); nodejs/npm and python3-venv only on a machine whose image lacks them.
 step "Debian packages"
 missing=()
 for package in chromium espeak-ng sox libopus-dev; do

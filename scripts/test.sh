@@ -37,3 +37,10 @@ log "cargo test"
 # --include-ignored: the interop tests are ignored in a plain `cargo test` because they need the
 # harness installed above.
 cargo test --workspace --locked -- --include-ignored
+
+# The first run on a machine without libopus-dev compiles the bundled libopus with cc. Prove that
+# path: rebuild with SVC_OPUS_BUNDLED=1 (svc-opus and what links it) and run the codec tests and
+# the room's interop tests with the official clients against it. Last, because it swaps the
+# library under the main build.
+log "bundled libopus (SVC_OPUS_BUNDLED=1): codec and interop tests"
+SVC_OPUS_BUNDLED=1 cargo test --locked -p svc-opus -p svc-audio -p svc-room -- --include-ignored

@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let frames: Vec<&[i16]> = signal.chunks_exact(FRAME_SAMPLES).collect();
-    println!("libopus {}, {} frames of 20 ms, best of {ROUNDS} rounds", ::opus::version(), frames.len());
+    println!("libopus {}, {} frames of 20 ms, best of {ROUNDS} rounds", svc_opus::version(), frames.len());
     println!(
         "{:<22} {:>9} {:>9} {:>10} {:>8} {:>7} {:>6} {:>8} {:>8}  band",
         "setting", "encode µs", "decode µs", "conceal µs", "fec µs", "kbit/s", "corr", "lost:fec", "lost:plc"
@@ -158,11 +158,11 @@ fn dominant_bandwidth(packets: &[Vec<u8>]) -> &'static str {
     let names = ["narrow (4 kHz)", "medium (6 kHz)", "wide (8 kHz)", "super-wide (12 kHz)", "full (20 kHz)"];
     let mut counts = [0_usize; 5];
     for packet in packets {
-        let band = match ::opus::packet::get_bandwidth(packet) {
-            Ok(::opus::Bandwidth::Narrowband) => 0,
-            Ok(::opus::Bandwidth::Mediumband) => 1,
-            Ok(::opus::Bandwidth::Wideband) => 2,
-            Ok(::opus::Bandwidth::Superwideband) => 3,
+        let band = match svc_opus::packet::bandwidth(packet) {
+            Ok(svc_opus::Bandwidth::Narrowband) => 0,
+            Ok(svc_opus::Bandwidth::Mediumband) => 1,
+            Ok(svc_opus::Bandwidth::Wideband) => 2,
+            Ok(svc_opus::Bandwidth::Superwideband) => 3,
             _ => 4,
         };
         counts[band] += 1;

@@ -83,10 +83,11 @@ pub enum AudioError {
 
 impl AudioError {
     /// Maps a libopus error, keeping "the packet is bad" apart from "libopus is unhappy".
-    pub(crate) fn from_opus(error: &::opus::Error) -> Self {
-        match error.code() {
-            ::opus::ErrorCode::InvalidPacket => Self::InvalidPacket { reason: "libopus rejected the packet" },
-            _ => Self::Codec { function: error.function(), description: error.description() },
+    pub(crate) fn from_opus(error: &svc_opus::Error) -> Self {
+        if error.is_invalid_packet() {
+            Self::InvalidPacket { reason: "libopus rejected the packet" }
+        } else {
+            Self::Codec { function: error.function, description: error.description() }
         }
     }
 }

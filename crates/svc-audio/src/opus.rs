@@ -9,7 +9,7 @@
 //! to its caller: output buffers big enough for any packet, and concealment lengths that are a
 //! multiple of 2.5 ms and small enough for libopus's stack-allocated scratch space.
 
-use ::opus::{Application, Bitrate, Channels, Signal};
+use svc_opus::Application;
 
 use crate::{AudioError, SAMPLE_RATE_HZ};
 
@@ -125,7 +125,7 @@ impl Default for EncoderConfig {
 ///
 /// One encoder per outgoing stream: the encoder carries state from frame to frame.
 pub struct OpusEncoder {
-    inner: ::opus::Encoder,
+    inner: svc_opus::Encoder,
     /// Samples per 20 ms frame at the input rate.
     frame_samples: usize,
     /// Samples by which the decoded output lags the input (libopus's look-ahead), read once at
@@ -171,21 +171,21 @@ impl OpusEncoder {
     /// [`OpusEncoder::with_config`].
     pub fn with_rate(config: EncoderConfig, rate_hz: u32) -> Result<Self, AudioError> {
         let rate_hz = check_rate(rate_hz)?;
-        let opus = |error: ::opus::Error| AudioError::from_opus(&error);
+        let opus = |error: svc_opus::Error| AudioError::from_opus(&error);
         let application = match config.application {
             OpusApplication::Voip => Application::Voip,
             OpusApplication::Audio => Application::Audio,
         };
-        let mut inner = ::opus::Encoder::new(rate_hz, Channels::Mono, application).map_err(opus)?;
-        inner.set_bitrate(Bitrate::Bits(config.bitrate_bps)).map_err(opus)?;
+        let mut inner = svc_opus::Encoder::new(rate_hz, application).map_err(opus)?;
+        inner.set_bitrate(config.bitrate_bps).map_err(opus)?;
         inner.set_complexity(config.complexity).map_err(opus)?;
-        inner.set_signal(Signal::Voice).map_err(opus)?;
+        inner.set_signal_voice().map_err(opus)?;
         inner.set_inband_fec(config.inband_fec).map_err(opus)?;
         inner.set_packet_loss_perc(config.expected_loss_percent).map_err(opus)?;
         // No DTX: the pacer already stops sending when there is nothing to say, and DTX's
         // comfort-noise packets would make a silent frame cost a decoder call at the far end.
         inner.set_dtx(false).map_err(opus)?;
-        let lookahead = inner.get_lookahead().map_err(opus)?;
+        let lookahead = inner.lookahead().map_err(opus)?;
         let lookahead_samples = usize::try_from(lookahead).unwrap_or(0);
         Ok(Self { inner, frame_samples: frame_samples_at(rate_hz), lookahead_samples })
     }
@@ -244,7 +244,7 @@ impl OpusEncoder {
     ///
     /// [`AudioError::Codec`] if libopus fails.
     pub fn reset(&mut self) -> Result<(), AudioError> {
-        self.inner.reset_state().map_err(|error| AudioError::from_opus(&error))
+        self.inner.reset().map_err(|error| AudioError::from_opus(&error))
     }
 }
 
@@ -264,7 +264,7 @@ fn packet_samples_at(packet: &[u8], rate_hz: u32) -> Result<usize, AudioError> {
         return Err(AudioError::InvalidPacket { reason: "empty packet" });
     }
     let max = MAX_PACKET_SAMPLES / (SAMPLE_RATE_HZ / rate_hz) as usize;
-    match ::opus::packet::get_nb_samples(packet, rate_hz) {
+    match svc_opus::packet::nb_samples(packet, rate_hz) {
         Ok(0) => Err(AudioError::InvalidPacket { reason: "packet holds no audio" }),
         // libopus already refuses packets over 120 ms; the check keeps our buffer sizing local.
         Ok(samples) if samples <= max => Ok(samples),
@@ -276,7 +276,7 @@ fn packet_samples_at(packet: &[u8], rate_hz: u32) -> Result<usize, AudioError> {
 /// Samples per Opus frame inside `packet` (a packet may carry several frames); the unit in which
 /// in-band FEC recovers audio.
 fn packet_frame_samples(packet: &[u8], rate_hz: u32) -> Result<usize, AudioError> {
-    ::opus::packet::get_samples_per_frame(packet, rate_hz)
+    svc_opus::packet::samples_per_frame(packet, rate_hz)
         .map_err(|_| AudioError::InvalidPacket { reason: "malformed table-of-contents" })
 }
 
@@ -287,7 +287,7 @@ fn packet_frame_samples(packet: &[u8], rate_hz: u32) -> Result<usize, AudioError
 /// collect a whole stream in one buffer, and leave it as it was when they fail. Sample counts
 /// (`conceal`, `decode_fec`) are at the decoder's rate.
 pub struct OpusDecoder {
-    inner: ::opus::Decoder,
+    inner: svc_opus::Decoder,
     rate_hz: u32,
 }
 
@@ -316,7 +316,7 @@ impl OpusDecoder {
     /// create the decoder.
     pub fn with_rate(rate_hz: u32) -> Result<Self, AudioError> {
         let rate_hz = check_rate(rate_hz)?;
-        let inner = ::opus::Decoder::new(rate_hz, Channels::Mono).map_err(|error| AudioError::from_opus(&error))?;
+        let inner = svc_opus::Decoder::new(rate_hz).map_err(|error| AudioError::from_opus(&error))?;
         Ok(Self { inner, rate_hz })
     }
 
@@ -432,7 +432,7 @@ impl OpusDecoder {
     ///
     /// [`AudioError::Codec`] if libopus fails.
     pub fn reset(&mut self) -> Result<(), AudioError> {
-        self.inner.reset_state().map_err(|error| AudioError::from_opus(&error))
+        self.inner.reset().map_err(|error| AudioError::from_opus(&error))
     }
 
     /// Appends exactly `samples` of concealment, in calls of at most one 20 ms frame each; the

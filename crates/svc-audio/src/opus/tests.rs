@@ -26,8 +26,8 @@ fn round_trip_preserves_the_waveform_delayed_by_the_lookahead() {
         .iter()
         .filter(|p| {
             !matches!(
-                ::opus::packet::get_bandwidth(p),
-                Ok(::opus::Bandwidth::Superwideband | ::opus::Bandwidth::Fullband)
+                svc_opus::packet::bandwidth(p),
+                Ok(svc_opus::Bandwidth::Superwideband | svc_opus::Bandwidth::Fullband)
             )
         })
         .count();
