@@ -55,3 +55,21 @@ pub fn git_tree() -> Option<String> {
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|status| !status.is_empty());
     Some(if dirty { format!("`{commit}` with local changes") } else { format!("`{commit}`") })
 }
+
+/// The first lines of a load benchmark's report: machine, the command that reproduces the run
+/// (`target` as for [`command_line`]) and the tree.
+pub fn run_header(target: &str) -> String {
+    format!(
+        "- Machine: {} (nproc {})\n- Command: `{}`\n- Tree: {}\n",
+        cpu_model(),
+        std::thread::available_parallelism().map_or(0, usize::from),
+        command_line(target),
+        git_tree().unwrap_or_else(|| "unknown".to_owned()),
+    )
+}
+
+/// Locks a mutex shared by benchmark tasks; a task that panicked holding it leaves its data as
+/// good as any other sample.
+pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -77,6 +77,17 @@ impl Histogram {
     }
 }
 
+/// Sleeps 5 ms at a time until `stop` and hands `record` how much later than asked each sleep
+/// ended: the runtime's scheduling lag (plus the timer's 1 ms granularity), which every task of
+/// the runtime it runs on sees.
+pub async fn wake_lag(stop: std::sync::Arc<std::sync::atomic::AtomicBool>, mut record: impl FnMut(Duration)) {
+    while !stop.load(Ordering::Relaxed) {
+        let due = std::time::Instant::now() + Duration::from_millis(5);
+        tokio::time::sleep_until(due.into()).await;
+        record(std::time::Instant::now().saturating_duration_since(due));
+    }
+}
+
 /// The upper edge of a bucket (what a percentile in it is reported as).
 fn bucket_upper_us(index: usize) -> u64 {
     if index < FINE_BUCKETS {

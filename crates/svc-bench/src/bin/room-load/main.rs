@@ -41,7 +41,8 @@ use svc_room::{
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinSet;
 
-use svc_bench::measure::{Cpu, Histogram, Memory, Summary};
+use svc_bench::lock;
+use svc_bench::measure::{self, Cpu, Histogram, Memory, Summary};
 
 const KEY: &str = "bench";
 const SECRET: &str = "room-load-benchmark-secret-0123456789";
@@ -573,17 +574,15 @@ impl RoomContext {
     }
 }
 
-/// Sleeps 5 ms at a time and records how much later than asked it woke: the runtime's
-/// scheduling lag (plus the timer's 1 ms granularity), which every task of that runtime sees.
+/// The scheduling lag of the runtime it runs on, while measuring (see [`measure::wake_lag`]).
 async fn wake_lag(probes: Arc<Probes>, stop: Arc<AtomicBool>, server: bool) {
-    let histogram = if server { &probes.server_wake_lag } else { &probes.client_wake_lag };
-    while !stop.load(Ordering::Relaxed) {
-        let due = Instant::now() + Duration::from_millis(5);
-        tokio::time::sleep_until(due.into()).await;
+    measure::wake_lag(stop, |lag| {
         if probes.measuring() {
-            histogram.record(Instant::now().saturating_duration_since(due));
+            let histogram = if server { &probes.server_wake_lag } else { &probes.client_wake_lag };
+            histogram.record(lag);
         }
-    }
+    })
+    .await;
 }
 
 /// Sends one frame every 20 ms from `start` until `stop`, remembering each send instant.
@@ -771,21 +770,11 @@ fn ring_slot(rtp_timestamp: u64) -> usize {
     (rtp_timestamp / FRAME_SAMPLES as u64 % SENT_RING as u64) as usize
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
     let ms = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.2}"));
     let baseline = phases.iter().find(|(_, is_baseline)| *is_baseline).map(|(phase, _)| phase);
     let mut out = String::new();
-    out.push_str(&format!(
-        "- Machine: {} (nproc {})\n- Command: `{}`\n- Tree: {}\n",
-        svc_bench::cpu_model(),
-        std::thread::available_parallelism().map_or(0, usize::from),
-        svc_bench::command_line(" --bin room-load"),
-        svc_bench::git_tree().unwrap_or_else(|| "unknown".to_owned()),
-    ));
+    out.push_str(&svc_bench::run_header(" --bin room-load"));
     out.push_str(&format!(
         "- Setup: one process; room server + `/room` HTTP on 127.0.0.1 on a {t}-thread runtime (`room-server`, which also runs the in-process echoes), the str0m clients on another {t}-thread runtime (`room-client`); both share the machine's cores; tokio `event_interval` {i}. Echo: {e}. {w} s warm-up, {s} s measured per phase. RSS before any room: {r:.0} MiB.\n\n",
         e = match args.echo {

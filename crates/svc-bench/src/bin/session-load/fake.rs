@@ -32,7 +32,9 @@ use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{CYCLE_FRAMES, SessionProbe, lock};
+use svc_bench::lock;
+
+use crate::{CYCLE_FRAMES, SessionProbe};
 
 /// The provider's audio rate (OpenAI Realtime: 24 kHz PCM16).
 pub(crate) const PROVIDER_RATE_HZ: u32 = 24_000;

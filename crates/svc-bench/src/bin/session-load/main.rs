@@ -42,7 +42,8 @@ use clap::Parser;
 use svc_audio::opus::EncoderConfig;
 use svc_audio::{FRAME_SAMPLES, OpusEncoder};
 use svc_bench::load::Target;
-use svc_bench::measure::{Cpu, Histogram, Memory, Summary};
+use svc_bench::lock;
+use svc_bench::measure::{self, Cpu, Histogram, Memory, Summary};
 use svc_domain::{Scope, ScopeSet};
 use svc_room::client::{ClientEvent, ClientOptions, ClientStats, RoomClient};
 use svc_server::AppState;
@@ -190,7 +191,8 @@ impl Server {
         config.room.url = url::Url::parse(&format!("ws://{addr}/room")).context("room URL")?;
         config.prepare_data_dir().context("data directory")?;
         let store = AppState::connect_store(&config).await?;
-        let workspace = store.create_workspace("session-load", "session-load", "localhost", now_us()).await?;
+        let workspace =
+            store.create_workspace("session-load", "session-load", "localhost", svc_server::app::now_us()).await?;
         let mut settings = workspace.settings.clone();
         settings.max_concurrent_sessions = None;
         store.update_workspace(&workspace.id, &settings, None).await?;
@@ -233,10 +235,6 @@ impl Server {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.http).await;
         self.store.close().await;
     }
-}
-
-fn now_us() -> i64 {
-    svc_server::app::now_us()
 }
 
 /// A voiced test signal with no pauses (so every 20 ms of a talk spurt is clearly loud): a
@@ -345,10 +343,6 @@ pub(crate) struct DownLog {
     pub(crate) response: u64,
     /// Send instant of each delta so far.
     pub(crate) sent: Vec<Instant>,
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct PhaseContext<'a> {
@@ -716,29 +710,22 @@ impl Reader {
     }
 }
 
-/// Sleeps 5 ms at a time and records how much later than asked it woke: the server runtime's
-/// scheduling lag (plus the timer's 1 ms granularity), which every session task sees.
+/// The server runtime's scheduling lag while measuring (see [`measure::wake_lag`]): every session
+/// task sees it.
 async fn wake_lag(probes: Arc<Probes>, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        let due = Instant::now() + Duration::from_millis(5);
-        tokio::time::sleep_until(due.into()).await;
+    measure::wake_lag(stop, |lag| {
         if probes.measuring() {
-            probes.server_wake_lag.record(Instant::now().saturating_duration_since(due));
+            probes.server_wake_lag.record(lag);
         }
-    }
+    })
+    .await;
 }
 
 fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
     let ms = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.2}"));
     let baseline = phases.iter().find(|(_, is_baseline)| *is_baseline).map(|(phase, _)| phase);
     let mut out = String::new();
-    out.push_str(&format!(
-        "- Machine: {} (nproc {})\n- Command: `{}`\n- Tree: {}\n",
-        svc_bench::cpu_model(),
-        std::thread::available_parallelism().map_or(0, usize::from),
-        svc_bench::command_line(" --bin session-load"),
-        svc_bench::git_tree().unwrap_or_else(|| "unknown".to_owned()),
-    ));
+    out.push_str(&svc_bench::run_header(" --bin session-load"));
     out.push_str(&format!(
         "- Setup: one process, three runtimes: svc (HTTP, embedded room, session runtime, SQLite) on {} threads (`svc-server`), the fake OpenAI Realtime provider on {} (`fake-provider`), the str0m clients on {} (`svc-client`). Each client loops 3 s of voice and 3 s of silence; the agent answers each turn with 2.4 s of 24 kHz speech streamed at real time. {} s warm-up, {} s measured per phase. RSS before any session: {:.0} MiB.\n\n",
         args.server_threads, args.fake_threads, args.client_threads, args.warmup, args.seconds, initial.rss_mib,
