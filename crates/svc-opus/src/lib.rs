@@ -105,6 +105,26 @@ fn check(function: &'static str, code: c_int) -> Result<usize, Error> {
     usize::try_from(code).map_err(|_| Error { function, code })
 }
 
+/// The state a `*_create` call returned, if it reported success; otherwise the state (if any) is
+/// destroyed with `destroy` and the error returned.
+fn created(
+    state: *mut c_void,
+    error: c_int,
+    function: &'static str,
+    destroy: unsafe extern "C" fn(*mut c_void),
+) -> Result<std::ptr::NonNull<c_void>, Error> {
+    match std::ptr::NonNull::new(state) {
+        Some(state) if error == ffi::OPUS_OK => Ok(state),
+        Some(state) => {
+            // SAFETY: just created by the matching `*_create` and not used again.
+            unsafe { destroy(state.as_ptr()) };
+            Err(Error { function, code: error })
+        }
+        // A null state with no error code is an allocation failure.
+        None => Err(Error { function, code: if error < 0 { error } else { -7 } }),
+    }
+}
+
 /// What the encoder is tuned for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Application {
@@ -170,15 +190,7 @@ impl Encoder {
         let mut error: c_int = 0;
         // SAFETY: `error` outlives the call; the returned state is owned by the `Encoder`.
         let state = unsafe { ffi::opus_encoder_create(rate, 1, application, &mut error) };
-        match std::ptr::NonNull::new(state) {
-            Some(state) if error == ffi::OPUS_OK => Ok(Encoder { state }),
-            Some(state) => {
-                // SAFETY: created above and not used again.
-                unsafe { ffi::opus_encoder_destroy(state.as_ptr()) };
-                Err(Error { function: "opus_encoder_create", code: error })
-            }
-            None => Err(Error { function: "opus_encoder_create", code: if error < 0 { error } else { -7 } }),
-        }
+        created(state, error, "opus_encoder_create", ffi::opus_encoder_destroy).map(|state| Encoder { state })
     }
 
     fn set(&mut self, request: c_int, value: i32) -> Result<(), Error> {
@@ -311,15 +323,7 @@ impl Decoder {
         let mut error: c_int = 0;
         // SAFETY: `error` outlives the call; the returned state is owned by the `Decoder`.
         let state = unsafe { ffi::opus_decoder_create(rate, 1, &mut error) };
-        match std::ptr::NonNull::new(state) {
-            Some(state) if error == ffi::OPUS_OK => Ok(Decoder { state }),
-            Some(state) => {
-                // SAFETY: created above and not used again.
-                unsafe { ffi::opus_decoder_destroy(state.as_ptr()) };
-                Err(Error { function: "opus_decoder_create", code: error })
-            }
-            None => Err(Error { function: "opus_decoder_create", code: if error < 0 { error } else { -7 } }),
-        }
+        created(state, error, "opus_decoder_create", ffi::opus_decoder_destroy).map(|state| Decoder { state })
     }
 
     /// Decodes `packet` into `out` (at most `out.len()` samples); an empty `packet` conceals one
