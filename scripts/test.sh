@@ -26,7 +26,15 @@ pg_isready -h 127.0.0.1 -p 5432
 log "interop harness"
 ./scripts/interop-setup.sh
 
+# The TypeScript SDK's packages (npm ci), and proof that the REST types and the playground assets
+# the server compiles in are what sdk/js builds today.
+log "sdk/js: REST types and playground assets up to date"
+./scripts/build-playground.sh --check
+
 # --- Checks ----------------------------------------------------------------------------------
+log "sdk/js: node tests"
+(cd sdk/js && npm test --silent)
+
 log "cargo fmt --check"
 cargo fmt --all --check
 

@@ -32,6 +32,9 @@ pub struct AppState {
     pub server_tools: svc_domain::tools::ServerToolAvailability,
     /// Where started sessions go.
     pub dispatcher: Arc<dyn SessionDispatcher>,
+    /// The playground's local development key, when `svc serve` provisioned one
+    /// (`--dev-workspace`, loopback listen addresses only).
+    pub dev_credential: std::sync::OnceLock<crate::playground::DevCredential>,
 }
 
 /// Cheap handle on the state.
@@ -76,6 +79,7 @@ impl AppState {
             room,
             server_tools,
             dispatcher,
+            dev_credential: std::sync::OnceLock::new(),
         }))
     }
 }

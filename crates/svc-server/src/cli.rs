@@ -341,8 +341,28 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let app = AppState::with_dispatcher(config, store, dispatcher).await?;
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr()?;
+    if app.config.dev_workspace {
+        let credential = crate::playground::provision_dev_credential(&app.store, &app.config)
+            .await
+            .context("provisioning the dev workspace")?;
+        tracing::info!(workspace = %credential.workspace, key_id = %credential.key_id,
+            "dev workspace: the playground signs in with this run's key (loopback only; --dev-workspace off disables)");
+        let _ = app.dev_credential.set(credential);
+    } else if app.config.listen.ip().is_loopback() {
+        tracing::info!("dev workspace: off (--dev-workspace off); the playground asks for a credential");
+    } else {
+        tracing::info!("dev workspace: off (not a loopback listen address); the playground asks for a credential");
+    }
+    let voice: Vec<&str> =
+        crate::config::PROVIDER_ALIASES.iter().copied().filter(|alias| app.config.voice_available(alias)).collect();
+    if voice.is_empty() {
+        tracing::warn!(
+            "no provider key is set: sessions will be refused; set GEMINI_API_KEY, OPENAI_API_KEY or XAI_API_KEY"
+        );
+    }
     tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(),
-        node = %app.config.node_id, "svc is serving");
+        node = %app.config.node_id, providers = %voice.join(","), "svc is serving");
+    tracing::info!("playground: {}", app.config.public_url);
     let shutdown = CancellationToken::new();
     let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
     let server = tokio::spawn(crate::run_with_room(

@@ -87,6 +87,22 @@ pub struct ConfigArgs {
     /// the host name].
     #[arg(long, global = true, env = "SVC_NODE_ID", value_name = "NAME")]
     pub node_id: Option<String>,
+    /// `auto`: on a loopback listen address, `svc serve` keeps a `dev` workspace with a fresh
+    /// API key that the playground (served to loopback only) signs in with; `off`: never
+    /// [default: auto].
+    #[arg(long, global = true, env = "SVC_DEV_WORKSPACE", value_name = "auto|off")]
+    pub dev_workspace: Option<DevWorkspace>,
+}
+
+/// Whether `svc serve` provisions the local development workspace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DevWorkspace {
+    /// On when the listen address is loopback.
+    #[default]
+    Auto,
+    /// Never.
+    Off,
 }
 
 /// Log output format.
@@ -217,6 +233,9 @@ pub struct Config {
     pub sdk_floors: Vec<SdkFloor>,
     /// This node's name on the sessions it runs.
     pub node_id: String,
+    /// Whether `svc serve` keeps the `dev` workspace and hands its key to the playground: `auto`
+    /// on a loopback listen address, never on any other.
+    pub dev_workspace: bool,
 }
 
 /// Where clients join media rooms, and the key room tokens are signed with.
@@ -324,6 +343,7 @@ impl ConfigArgs {
             server_tools: self.server_tools.clone().or(file.server_tools),
             sdk_floors: self.sdk_floors.clone().or(file.sdk_floors),
             node_id: self.node_id.clone().or(file.node_id),
+            dev_workspace: self.dev_workspace.or(file.dev_workspace),
         };
         let keys = ProviderKeys::from_env().map_err(|error| invalid("provider base URL", error.to_string()))?;
         merged.validate(keys)
@@ -448,6 +468,7 @@ impl ConfigArgs {
             server_tools,
             sdk_floors,
             node_id,
+            dev_workspace: self.dev_workspace.unwrap_or_default() == DevWorkspace::Auto && listen.ip().is_loopback(),
             listen,
             data_dir,
             database,
@@ -524,6 +545,7 @@ impl Config {
             server_tools: DEFAULT_SERVER_TOOLS.iter().map(|kind| (*kind).to_owned()).collect(),
             sdk_floors: Vec::new(),
             node_id: "test-node".to_owned(),
+            dev_workspace: false,
         }
     }
 }
@@ -559,6 +581,21 @@ mod tests {
         assert_eq!(config.database, Database::Sqlite(PathBuf::from("./svc-data/svc.db")));
         assert_eq!(config.public_url.as_str(), "http://127.0.0.1:8080/");
         assert_eq!(config.default_host.as_str(), "localhost");
+    }
+
+    #[test]
+    fn the_dev_workspace_is_on_for_loopback_listeners_only() {
+        let dev = |listen: &str, mode: Option<DevWorkspace>| {
+            resolve(ConfigArgs { listen: Some(listen.into()), dev_workspace: mode, ..Default::default() })
+                .expect("valid")
+                .dev_workspace
+        };
+        assert!(dev("127.0.0.1:8080", None));
+        assert!(dev("[::1]:8080", None));
+        assert!(!dev("0.0.0.0:8080", None), "reachable from other machines");
+        assert!(!dev("192.0.2.7:8080", None));
+        assert!(!dev("127.0.0.1:8080", Some(DevWorkspace::Off)));
+        assert!(!dev("0.0.0.0:8080", Some(DevWorkspace::Auto)), "auto never turns it on off loopback");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod config;
 pub mod dispatch;
 pub mod error;
 pub mod metrics;
+pub mod playground;
 pub mod provider_cli;
 pub mod routes;
 pub mod telemetry;

@@ -352,7 +352,7 @@ fn json_logs_are_one_object_per_line() {
         if event["message"] == "svc is serving" {
             break event;
         }
-        assert_eq!(event["message"], "media room is serving", "{event}");
+        assert!(event["message"].is_string() && event["level"].is_string(), "{event}");
     };
     assert!(event["listen"].as_str().is_some_and(|addr| addr.starts_with("127.0.0.1:")), "{event}");
     assert_eq!(event["level"], "INFO");

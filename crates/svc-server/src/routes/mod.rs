@@ -15,7 +15,7 @@ mod support;
 use axum::Router;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
@@ -91,6 +91,39 @@ fn api() -> OpenApiRouter<App> {
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest(API_PREFIX, external.merge(import))
 }
 
+/// Browsers may call the API from any origin: a web app talks to svc directly with a minted
+/// end-user token. Credentials are Bearer headers, never cookies, so a page from another origin
+/// gets nothing it did not bring (`*`, no `Access-Control-Allow-Credentials`). Only the API
+/// prefix answers cross-origin; the playground and its development credential do not.
+///
+/// A middleware around the whole router rather than a layer on the API routes: the
+/// method-not-allowed fallback replaces a route layer's fallback, and a preflight `OPTIONS` is
+/// exactly what reaches it.
+async fn api_cors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    const ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE";
+    const ALLOW_HEADERS: &str = "authorization, content-type, x-svc-sdk, x-request-id";
+    let cross_origin = request.uri().path().starts_with(API_PREFIX) && request.headers().contains_key(header::ORIGIN);
+    if !cross_origin {
+        return next.run(request).await;
+    }
+    let preflight =
+        request.method() == Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let mut response = if preflight {
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(ALLOW_METHODS));
+        headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOW_HEADERS));
+        headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+        response
+    } else {
+        next.run(request).await
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("x-request-id"));
+    response
+}
+
 /// The OpenAPI document of the API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     api().split_for_parts().1
@@ -106,11 +139,13 @@ pub fn router(app: App) -> Router {
             &format!("{API_PREFIX}/openapi.json"),
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document_json) }),
         )
+        .merge(crate::playground::router())
         .route("/healthz", get(healthz))
         .route("/metrics", get(render_metrics))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::metrics::track))
+        .layer(axum::middleware::from_fn(api_cors))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             let request_id = request
