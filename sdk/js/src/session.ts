@@ -553,6 +553,8 @@ export class VoiceSession {
     let ours: DisconnectReason;
     let detail: string | undefined;
     if (this.endRequested) ours = this.endRequested;
+    // livekit-client leaving on its own account: the page is being left (disconnectOnPageLeave).
+    else if (reason === LkDisconnectReason.CLIENT_INITIATED) ours = 'client_closed';
     else if (this.serverEnded !== null) [ours, detail] = ['server_ended', this.serverEnded];
     else if (this.fatalError !== null) [ours, detail] = ['server_ended', this.fatalError];
     else if (
