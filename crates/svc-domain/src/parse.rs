@@ -127,7 +127,9 @@ impl<'a> Fields<'a> {
         let loc = self.loc_of(name);
         match value {
             Value::Null => None,
-            Value::Number(number) => match number.as_i64() {
+            // JSON Schema's integer: `60.0` is the integer 60 (clients that type every number as
+            // a float send it so).
+            Value::Number(number) => match number.as_i64().or_else(|| integral(number.as_f64())) {
                 Some(n) if (min..=max).contains(&n) => Some(n),
                 Some(_) => {
                     issues.push(&loc, "range", format!("Input should be between {min} and {max}"));
@@ -169,6 +171,13 @@ impl<'a> Fields<'a> {
             }
         }
     }
+}
+
+/// `f` as an `i64` when it is a whole number that fits.
+fn integral(f: Option<f64>) -> Option<i64> {
+    let f = f?;
+    // i64::MAX is not representable as f64; 2^63 is the first value past the range.
+    (f.fract() == 0.0 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f)).then_some(f as i64)
 }
 
 #[cfg(test)]

@@ -276,6 +276,19 @@ mod tests {
     }
 
     #[test]
+    fn whole_numbers_written_as_floats_are_integers() {
+        // JSON Schema's integer, as the OpenAPI document declares it: 4698.0 is 4698.
+        let params = MintTokenParams::parse(&json!({"external_user_id": "u", "ttl_seconds": 4698.0})).expect("valid");
+        assert_eq!(params.ttl_seconds, 4698);
+        let issues =
+            MintTokenParams::parse(&json!({"external_user_id": "u", "ttl_seconds": 4698.5})).expect_err("a fraction");
+        assert_eq!(kinds(&issues), ["int_type"]);
+        let issues =
+            MintTokenParams::parse(&json!({"external_user_id": "u", "ttl_seconds": 1e300})).expect_err("too big");
+        assert_eq!(kinds(&issues), ["range"]);
+    }
+
+    #[test]
     fn mint_accepts_only_the_mintable_extras() {
         let params = MintTokenParams::parse(
             &json!({"external_user_id": "u", "ttl_seconds": 60, "scopes": ["realtime:read", "connectors:write"]}),

@@ -213,7 +213,7 @@ pub fn parse_start(value: &Value, sdk_header: Option<&str>) -> Result<StartReque
             );
         }
     }
-    if let Some(kind) = fields.raw("type")
+    if let Some(kind) = fields.raw("type").filter(|kind| !kind.is_null())
         && kind.as_str() != Some("session-config")
     {
         issues.push(&key(&root, "type"), "literal_error", "Input should be 'session-config'");

@@ -125,8 +125,9 @@ pub type Loc = Vec<LocSegment>;
 /// One validation problem. `msg` describes the rule; payload values are never echoed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ValidationIssue {
-    /// Where the problem is.
-    #[schema(value_type = Vec<Object>)]
+    /// Where the problem is: object keys (strings) and array indexes (integers) from the root of
+    /// the request (`body`, `query`, `path` or `header`).
+    #[schema(value_type = Vec<LocSegment>)]
     pub loc: Loc,
     /// A short machine slug (`missing`, `string_too_long`, `extra_forbidden`, …).
     #[serde(rename = "type")]

@@ -48,14 +48,37 @@ pub struct CredentialInfo {
 #[serde(deny_unknown_fields)]
 pub struct MintTokenRequest {
     /// The end user the token is bound to (1 to 256 chars).
+    #[schema(min_length = 1, max_length = 256)]
     pub external_user_id: String,
     /// Lifetime, 60 to 86400 seconds; default 86400.
     #[serde(default)]
+    #[schema(minimum = 60, maximum = 86400)]
     pub ttl_seconds: Option<i64>,
     /// Extra scopes beyond `realtime:start`: `realtime:read`, `realtime:delete`,
     /// `connectors:read`, `connectors:write`.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<MintableScope>>)]
     pub scopes: Option<Vec<String>>,
+}
+
+/// A scope a minted token may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum MintableScope {
+    /// Implied; may be repeated.
+    #[serde(rename = "realtime:start")]
+    RealtimeStart,
+    /// The end user's own session history.
+    #[serde(rename = "realtime:read")]
+    RealtimeRead,
+    /// Deleting the end user's own sessions.
+    #[serde(rename = "realtime:delete")]
+    RealtimeDelete,
+    /// Reading connectors.
+    #[serde(rename = "connectors:read")]
+    ConnectorsRead,
+    /// Managing connectors.
+    #[serde(rename = "connectors:write")]
+    ConnectorsWrite,
 }
 
 /// `POST /auth/token` response.
@@ -237,15 +260,19 @@ pub struct Timeline {
 #[serde(deny_unknown_fields)]
 pub struct SupportRequestCreate {
     /// What happened (1 to 20,000 chars).
+    #[schema(min_length = 1, max_length = 20000)]
     pub message: String,
     /// Short summary (at most 200 chars).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     pub subject: Option<String>,
-    /// A session the request is about; must be in the credential's project.
+    /// A session the request is about (UUID); must be in the credential's project, else 404.
     #[serde(default)]
+    #[schema(pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     pub session_id: Option<String>,
-    /// Where to answer.
+    /// Where to answer: `local@domain.tld`, at most 320 chars, no spaces.
     #[serde(default)]
+    #[schema(max_length = 320, pattern = r"^[^@\s]+@[^@\s]*\.[^@\s]*$")]
     pub contact_email: Option<String>,
     /// Free-form client diagnostics (at most 64 KiB serialized).
     #[serde(default)]
@@ -341,30 +368,34 @@ pub struct AgentRecord {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
-    /// System prompt; may hold `{{key}}` placeholders filled from a start's `inputs`.
+    /// System prompt (≤ 131,072 chars); may hold `{{key}}` placeholders filled from a start's
+    /// `inputs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 131072)]
     pub instructions: Option<String>,
-    /// Spoken first; may hold placeholders.
+    /// Spoken first (1 to 4000 chars); may hold placeholders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 4000)]
     pub greeting: Option<String>,
-    /// Model: alias, model id, or provider block.
+    /// Model: alias, model id, or provider block (resolved against the model catalog at start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<ModelDoc>)]
     pub model: Option<serde_json::Value>,
-    /// Voice object.
+    /// The voice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<VoiceDoc>)]
     pub voice: Option<serde_json::Value>,
-    /// Audio object.
+    /// Audio options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<AudioDoc>)]
     pub audio: Option<serde_json::Value>,
     /// Tool specs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<serde_json::Value>>,
-    /// `low`, `default` or `high`.
+    /// How readily the user's voice interrupts the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<InterruptionSensitivityDoc>)]
     pub interruption_sensitivity: Option<String>,
     /// Server hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -382,9 +413,11 @@ pub struct AgentConfig {
 #[serde(deny_unknown_fields)]
 pub struct AgentCreate {
     /// Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, at most 100 chars, unique in the workspace.
+    #[schema(min_length = 1, max_length = 100, pattern = r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")]
     pub name: String,
     /// Human description (at most 2000 chars).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 2000)]
     pub description: Option<String>,
     /// The configuration.
     #[serde(default)]
@@ -395,9 +428,9 @@ pub struct AgentCreate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentUpdate {
-    /// New description; null clears it.
+    /// New description (at most 2000 chars); null clears it.
     #[serde(default, with = "double_option")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 2000)]
     pub description: Option<Option<String>>,
     /// New configuration.
     #[serde(default)]
@@ -465,11 +498,15 @@ pub struct StartResponse {
 /// `POST /realtime/session/start` body (documentation of the shape; the server parses it with
 /// `svc_domain::session_config`, which collects every problem).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SessionConfigDoc {
     /// Always `session-config`.
     #[serde(rename = "type", default)]
-    #[schema(value_type = Option<String>, example = "session-config")]
+    #[schema(value_type = Option<SessionConfigType>)]
     pub kind: Option<String>,
+    /// Free-form client configuration version (informational).
+    #[serde(default)]
+    pub version: Option<String>,
     /// Identity of the calling client (also accepted as the `X-Svc-SDK: name/version` header).
     pub sdk: SdkDoc,
     /// Inline persona or catalog agent; default a neutral inline agent.
@@ -480,12 +517,23 @@ pub struct SessionConfigDoc {
     pub session: Option<SessionParamsDoc>,
 }
 
+/// The session-config discriminator's one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum SessionConfigType {
+    /// `session-config`.
+    #[serde(rename = "session-config")]
+    SessionConfig,
+}
+
 /// `{name, version}` of the calling client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SdkDoc {
-    /// SDK name (≤ 100 chars).
+    /// SDK name (1 to 100 chars).
+    #[schema(min_length = 1, max_length = 100)]
     pub name: String,
-    /// SDK version (`major.minor.patch`).
+    /// SDK version (1 to 64 chars; compared as `major.minor.patch` against `--sdk-floors`).
+    #[schema(min_length = 1, max_length = 64)]
     pub version: String,
 }
 
@@ -501,35 +549,37 @@ pub enum AgentDoc {
 
 /// Inline agent fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct InlineAgentDoc {
     /// ≤ 131,072 chars, else `instructions_too_long`.
     #[serde(default)]
+    #[schema(max_length = 131072)]
     pub instructions: Option<String>,
     /// Provider alias, concrete model id, or provider block `{provider, model_id?, …knobs}`.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<ModelDoc>)]
     pub model: Option<serde_json::Value>,
     /// Deprecated provider block, folded into `model`.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<ModelDoc>)]
     pub model_options: Option<serde_json::Value>,
-    /// `{name?, speaking_style? (≤ 8192)}`.
+    /// The voice.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub voice: Option<serde_json::Value>,
-    /// `{output?: bool, noise_cancellation?: off|denoise|voice_focus (or a boolean)}`.
+    pub voice: Option<VoiceDoc>,
+    /// Audio options.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub audio: Option<serde_json::Value>,
+    pub audio: Option<AudioDoc>,
     /// Tool specs discriminated on `kind`.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<serde_json::Value>>,
-    /// ≤ 4000 chars.
+    /// What the agent says first (1 to 4000 chars).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 4000)]
     pub greeting: Option<String>,
-    /// `low`, `default` or `high`.
+    /// How readily the user's voice interrupts the agent.
     #[serde(default)]
+    #[schema(value_type = Option<InterruptionSensitivityDoc>)]
     pub interruption_sensitivity: Option<String>,
     /// ≤ 16 SilenceTimeout hooks.
     #[serde(default)]
@@ -544,8 +594,10 @@ pub struct InlineAgentDoc {
 
 /// Catalog agent fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CatalogAgentDoc {
-    /// Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars.
+    /// Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars; an unknown handle is 404.
+    #[schema(min_length = 1, max_length = 100, pattern = r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")]
     pub name: String,
     /// Values for `{{key}}` placeholders.
     #[serde(default)]
@@ -556,15 +608,113 @@ pub struct CatalogAgentDoc {
     pub tools: Option<Vec<serde_json::Value>>,
     /// Per-run voice override.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub voice: Option<serde_json::Value>,
+    pub voice: Option<VoiceDoc>,
+}
+
+/// `agent.model`: a provider alias or model id of the catalog (anything else is 422
+/// `model_unavailable` at start), or a provider block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ModelDoc {
+    /// `provider_a` … `provider_c`, or a concrete model id.
+    Name(String),
+    /// `{provider, model_id?, …}` with the provider's knobs (docs/API-DESIGN.md lists them).
+    Block(ModelBlockDoc),
+}
+
+/// A provider block. Each provider takes its own knobs; an unknown knob is a validation error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ModelBlockDoc {
+    /// The provider alias.
+    pub provider: ProviderAliasDoc,
+    /// A concrete model id of the provider (the catalog's default when absent).
+    #[serde(default)]
+    pub model_id: Option<String>,
+}
+
+/// Provider aliases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderAliasDoc {
+    /// Gemini Live.
+    ProviderA,
+    /// OpenAI Realtime.
+    ProviderB,
+    /// OpenAI Realtime mini.
+    ProviderBMini,
+    /// OpenAI GPT-Live.
+    ProviderBLive,
+    /// xAI Grok voice.
+    ProviderC,
+}
+
+/// `agent.voice`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VoiceDoc {
+    /// The provider's voice name (1 to 200 chars).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: Option<String>,
+    /// How to speak (1 to 8192 chars).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 8192)]
+    pub speaking_style: Option<String>,
+}
+
+/// `agent.audio`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AudioDoc {
+    /// `false`: no spoken output (text only); default `true`.
+    #[serde(default)]
+    pub output: Option<bool>,
+    /// Filtering of the user's audio: a mode, or the older boolean (`true` is `voice_focus`).
+    #[serde(default)]
+    pub noise_cancellation: Option<NoiseCancellationDoc>,
+}
+
+/// `agent.audio.noise_cancellation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum NoiseCancellationDoc {
+    /// A mode.
+    Mode(NoiseCancellationMode),
+    /// The older spelling.
+    Flag(bool),
+}
+
+/// A noise-cancellation mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseCancellationMode {
+    /// No filtering.
+    Off,
+    /// RNNoise.
+    Denoise,
+    /// RNNoise and a primary-talker gate.
+    VoiceFocus,
+}
+
+/// `agent.interruption_sensitivity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptionSensitivityDoc {
+    /// A surer voice is needed.
+    Low,
+    /// The provider's default.
+    Default,
+    /// Interrupts readily.
+    High,
 }
 
 /// Session params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SessionParamsDoc {
     /// 60 to 14400; the effective cap is the minimum of this and the server's.
     #[serde(default)]
+    #[schema(minimum = 60, maximum = 14400)]
     pub max_session_seconds: Option<u32>,
     /// `false` writes no recording artifacts.
     #[serde(default)]
@@ -578,8 +728,36 @@ pub struct SessionParamsDoc {
     /// Screen-share video and screenshots.
     #[serde(default)]
     pub store_video: Option<bool>,
-    /// `{resume_session_id?: UUID, avatar?: {provider: "avatar_vendor", …}}`.
+    /// Experimental options; may change shape.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub experimental: Option<serde_json::Value>,
+    pub experimental: Option<ExperimentalDoc>,
+}
+
+/// `session.experimental`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentalDoc {
+    /// A prior session of the caller's project to resume (UUID; an unknown one is 404).
+    #[serde(default)]
+    #[schema(pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
+    pub resume_session_id: Option<String>,
+    /// An avatar renderer (only with the workspace's avatar flag; otherwise the session starts
+    /// without it).
+    #[serde(default)]
+    pub avatar: Option<AvatarDoc>,
+}
+
+/// `session.experimental.avatar`: its other fields are passed to the vendor as they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AvatarDoc {
+    /// The renderer.
+    pub provider: AvatarProvider,
+}
+
+/// Avatar vendors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AvatarProvider {
+    /// The one vendor.
+    AvatarVendor,
 }

@@ -335,20 +335,19 @@ export interface components {
     schemas: {
         /** @description The runnable part of a catalog agent, shaped like an inline agent block without `type`. */
         AgentConfig: {
-            /** @description System prompt; may hold `{{key}}` placeholders filled from a start's `inputs`. */
+            /**
+             * @description System prompt (≤ 131,072 chars); may hold `{{key}}` placeholders filled from a start's
+             *     `inputs`.
+             */
             instructions?: string | null;
-            /** @description Spoken first; may hold placeholders. */
+            /** @description Spoken first (1 to 4000 chars); may hold placeholders. */
             greeting?: string | null;
-            /** @description Model: alias, model id, or provider block. */
-            model?: Record<string, unknown> | null;
-            /** @description Voice object. */
-            voice?: Record<string, unknown> | null;
-            /** @description Audio object. */
-            audio?: Record<string, unknown> | null;
+            model?: null | components["schemas"]["ModelDoc"];
+            voice?: null | components["schemas"]["VoiceDoc"];
+            audio?: null | components["schemas"]["AudioDoc"];
             /** @description Tool specs. */
             tools?: Record<string, unknown>[] | null;
-            /** @description `low`, `default` or `high`. */
-            interruption_sensitivity?: string | null;
+            interruption_sensitivity?: null | components["schemas"]["InterruptionSensitivityDoc"];
             /** @description Server hooks. */
             hooks?: Record<string, unknown>[] | null;
             /**
@@ -397,15 +396,31 @@ export interface components {
         };
         /** @description `PATCH /agents/{name}` body: present fields replace stored ones; `config` replaces as a whole. */
         AgentUpdate: {
-            /** @description New description; null clears it. */
+            /** @description New description (at most 2000 chars); null clears it. */
             description?: string | null;
             config?: null | components["schemas"]["AgentConfig"];
+        };
+        /** @description `agent.audio`. */
+        AudioDoc: {
+            /** @description `false`: no spoken output (text only); default `true`. */
+            output?: boolean | null;
+            noise_cancellation?: null | components["schemas"]["NoiseCancellationDoc"];
         };
         /** @description The authentication layer's 401 body, `{"detail": "..."}` (the spec's one exception to the envelope). */
         AuthErrorBody: {
             /** @description What was wrong with the credential. */
             detail: string;
         };
+        /** @description `session.experimental.avatar`: its other fields are passed to the vendor as they are. */
+        AvatarDoc: {
+            /** @description The renderer. */
+            provider: components["schemas"]["AvatarProvider"];
+        };
+        /**
+         * @description Avatar vendors.
+         * @enum {string}
+         */
+        AvatarProvider: "avatar_vendor";
         /** @description `GET /sessions/capabilities` response. */
         Capabilities: {
             /** @description Whether the server is configured for the provider_b family. */
@@ -413,7 +428,7 @@ export interface components {
         };
         /** @description Catalog agent fields. */
         CatalogAgentDoc: {
-            /** @description Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars. */
+            /** @description Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars; an unknown handle is 404. */
             name: string;
             /** @description Values for `{{key}}` placeholders. */
             inputs?: {
@@ -421,8 +436,7 @@ export interface components {
             } | null;
             /** @description The whole tool set (≤ 10,000), replacing the stored one. */
             tools?: Record<string, unknown>[] | null;
-            /** @description Per-run voice override. */
-            voice?: Record<string, unknown> | null;
+            voice?: null | components["schemas"]["VoiceDoc"];
         };
         /** @description `GET /realtime/verify` response. */
         CredentialInfo: {
@@ -468,6 +482,12 @@ export interface components {
          * @enum {string}
          */
         ErrorType: "api_error" | "validation_error" | "internal_error";
+        /** @description `session.experimental`. */
+        ExperimentalDoc: {
+            /** @description A prior session of the caller's project to resume (UUID; an unknown one is 404). */
+            resume_session_id?: string | null;
+            avatar?: null | components["schemas"]["AvatarDoc"];
+        };
         /** @description `POST /sessions/import` body (documented shape; the server parses it as a stream). */
         ImportSessionRequest: {
             /**
@@ -493,20 +513,15 @@ export interface components {
         InlineAgentDoc: {
             /** @description ≤ 131,072 chars, else `instructions_too_long`. */
             instructions?: string | null;
-            /** @description Provider alias, concrete model id, or provider block `{provider, model_id?, …knobs}`. */
-            model?: Record<string, unknown> | null;
-            /** @description Deprecated provider block, folded into `model`. */
-            model_options?: Record<string, unknown> | null;
-            /** @description `{name?, speaking_style? (≤ 8192)}`. */
-            voice?: Record<string, unknown> | null;
-            /** @description `{output?: bool, noise_cancellation?: off|denoise|voice_focus (or a boolean)}`. */
-            audio?: Record<string, unknown> | null;
+            model?: null | components["schemas"]["ModelDoc"];
+            model_options?: null | components["schemas"]["ModelDoc"];
+            voice?: null | components["schemas"]["VoiceDoc"];
+            audio?: null | components["schemas"]["AudioDoc"];
             /** @description Tool specs discriminated on `kind`. */
             tools?: Record<string, unknown>[] | null;
-            /** @description ≤ 4000 chars. */
+            /** @description What the agent says first (1 to 4000 chars). */
             greeting?: string | null;
-            /** @description `low`, `default` or `high`. */
-            interruption_sensitivity?: string | null;
+            interruption_sensitivity?: null | components["schemas"]["InterruptionSensitivityDoc"];
             /** @description ≤ 16 SilenceTimeout hooks. */
             hooks?: Record<string, unknown>[] | null;
             /**
@@ -515,6 +530,13 @@ export interface components {
              */
             state?: Record<string, unknown> | null;
         };
+        /**
+         * @description `agent.interruption_sensitivity`.
+         * @enum {string}
+         */
+        InterruptionSensitivityDoc: "low" | "default" | "high";
+        /** @description One segment of a `loc` path: an object key or an array index. */
+        LocSegment: string | number;
         /** @description `POST /auth/token` body. */
         MintTokenRequest: {
             /** @description The end user the token is bound to (1 to 256 chars). */
@@ -528,8 +550,13 @@ export interface components {
              * @description Extra scopes beyond `realtime:start`: `realtime:read`, `realtime:delete`,
              *     `connectors:read`, `connectors:write`.
              */
-            scopes?: string[] | null;
+            scopes?: components["schemas"]["MintableScope"][] | null;
         };
+        /**
+         * @description A scope a minted token may carry.
+         * @enum {string}
+         */
+        MintableScope: "realtime:start" | "realtime:read" | "realtime:delete" | "connectors:read" | "connectors:write";
         /** @description `POST /auth/token` response. */
         MintedToken: {
             /** @description The end-user JWT. */
@@ -542,6 +569,25 @@ export interface components {
             /** @description Revocation handle, stable per (workspace, external_user_id) until revoked. */
             token_id: string;
         };
+        /** @description A provider block. Each provider takes its own knobs; an unknown knob is a validation error. */
+        ModelBlockDoc: {
+            /** @description The provider alias. */
+            provider: components["schemas"]["ProviderAliasDoc"];
+            /** @description A concrete model id of the provider (the catalog's default when absent). */
+            model_id?: string | null;
+        };
+        /**
+         * @description `agent.model`: a provider alias or model id of the catalog (anything else is 422
+         *     `model_unavailable` at start), or a provider block.
+         */
+        ModelDoc: string | components["schemas"]["ModelBlockDoc"];
+        /** @description `agent.audio.noise_cancellation`. */
+        NoiseCancellationDoc: components["schemas"]["NoiseCancellationMode"] | boolean;
+        /**
+         * @description A noise-cancellation mode.
+         * @enum {string}
+         */
+        NoiseCancellationMode: "off" | "denoise" | "voice_focus";
         /** @description `POST /realtime/session/prepare-room` response. */
         PreparedRoom: {
             /** @description Reservation id. */
@@ -570,11 +616,16 @@ export interface components {
              */
             created_at: number;
         };
+        /**
+         * @description Provider aliases.
+         * @enum {string}
+         */
+        ProviderAliasDoc: "provider_a" | "provider_b" | "provider_b_mini" | "provider_b_live" | "provider_c";
         /** @description `{name, version}` of the calling client. */
         SdkDoc: {
-            /** @description SDK name (≤ 100 chars). */
+            /** @description SDK name (1 to 100 chars). */
             name: string;
-            /** @description SDK version (`major.minor.patch`). */
+            /** @description SDK version (1 to 64 chars; compared as `major.minor.patch` against `--sdk-floors`). */
             version: string;
         };
         /**
@@ -582,16 +633,19 @@ export interface components {
          *     `svc_domain::session_config`, which collects every problem).
          */
         SessionConfigDoc: {
-            /**
-             * @description Always `session-config`.
-             * @example session-config
-             */
-            type?: string | null;
+            type?: null | components["schemas"]["SessionConfigType"];
+            /** @description Free-form client configuration version (informational). */
+            version?: string | null;
             /** @description Identity of the calling client (also accepted as the `X-Svc-SDK: name/version` header). */
             sdk: components["schemas"]["SdkDoc"];
             agent?: null | components["schemas"]["AgentDoc"];
             session?: null | components["schemas"]["SessionParamsDoc"];
         };
+        /**
+         * @description The session-config discriminator's one value.
+         * @enum {string}
+         */
+        SessionConfigType: "session-config";
         /** @description Session params. */
         SessionParamsDoc: {
             /**
@@ -607,8 +661,7 @@ export interface components {
             store_transcript?: boolean | null;
             /** @description Screen-share video and screenshots. */
             store_video?: boolean | null;
-            /** @description `{resume_session_id?: UUID, avatar?: {provider: "avatar_vendor", …}}`. */
-            experimental?: Record<string, unknown> | null;
+            experimental?: null | components["schemas"]["ExperimentalDoc"];
         };
         /** @description A session record. */
         SessionRecord: {
@@ -701,9 +754,9 @@ export interface components {
             message: string;
             /** @description Short summary (at most 200 chars). */
             subject?: string | null;
-            /** @description A session the request is about; must be in the credential's project. */
+            /** @description A session the request is about (UUID); must be in the credential's project, else 404. */
             session_id?: string | null;
-            /** @description Where to answer. */
+            /** @description Where to answer: `local@domain.tld`, at most 320 chars, no spaces. */
             contact_email?: string | null;
             /** @description Free-form client diagnostics (at most 64 KiB serialized). */
             diagnostics?: Record<string, unknown> | null;
@@ -861,12 +914,22 @@ export interface components {
         };
         /** @description One validation problem. `msg` describes the rule; payload values are never echoed. */
         ValidationIssue: {
-            /** @description Where the problem is. */
-            loc: Record<string, unknown>[];
+            /**
+             * @description Where the problem is: object keys (strings) and array indexes (integers) from the root of
+             *     the request (`body`, `query`, `path` or `header`).
+             */
+            loc: components["schemas"]["LocSegment"][];
             /** @description A short machine slug (`missing`, `string_too_long`, `extra_forbidden`, …). */
             type: string;
             /** @description Human-readable rule that failed. */
             msg: string;
+        };
+        /** @description `agent.voice`. */
+        VoiceDoc: {
+            /** @description The provider's voice name (1 to 200 chars). */
+            name?: string | null;
+            /** @description How to speak (1 to 8192 chars). */
+            speaking_style?: string | null;
         };
         /** @description `GET /whoami` response. */
         Whoami: {
@@ -955,6 +1018,15 @@ export interface operations {
                     "application/json": components["schemas"]["AgentRecord"];
                 };
             };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
+            };
             /** @description Not an agents-admin */
             403: {
                 headers: {
@@ -966,6 +1038,15 @@ export interface operations {
             };
             /** @description Handle taken */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the operation accepts */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1003,6 +1084,24 @@ export interface operations {
                     "application/json": components["schemas"]["AgentRecord"];
                 };
             };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
+            };
+            /** @description The credential may not use this operation (scope or kind) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1031,6 +1130,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
             };
             403: {
                 headers: {
@@ -1074,6 +1182,15 @@ export interface operations {
                     "application/json": components["schemas"]["AgentRecord"];
                 };
             };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
+            };
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1083,6 +1200,15 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the operation accepts */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1131,6 +1257,15 @@ export interface operations {
             };
             /** @description Missing user_tokens:mint */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the operation accepts */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1334,6 +1469,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description `session.experimental.resume_session_id` names no session of the caller's project */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the operation accepts */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description `validation_error`, `invalid_tool_config`, `unknown_agent`, `agent_config_unavailable`, `greeting_too_long`, `model_unavailable`, `instructions_too_long`, `delegation_tools_unsupported`, `turn_detection_knob_mismatch`, `turn_detection_unsupported`, `thinking_level_unsupported` */
             422: {
                 headers: {
@@ -1406,8 +1559,8 @@ export interface operations {
                 /** @description Page size, 1 to 100, default 20. */
                 limit?: number;
                 /**
-                 * @description Epoch seconds: only sessions that started strictly before. Pass the oldest `started_at`
-                 *     held to page backwards.
+                 * @description Epoch seconds (finite, ≥ 0): only sessions that started strictly before. Pass the oldest
+                 *     `started_at` held to page backwards.
                  */
                 before_started_at?: number;
             };
@@ -1572,6 +1725,15 @@ export interface operations {
                     "application/json": components["schemas"]["SessionRecord"];
                 };
             };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
+            };
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1608,6 +1770,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
             };
             403: {
                 headers: {
@@ -1646,6 +1817,15 @@ export interface operations {
                 };
                 content: {
                     "audio/wav": unknown;
+                };
+            };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
                 };
             };
             403: {
@@ -1687,6 +1867,15 @@ export interface operations {
                     "application/json": components["schemas"]["Timeline"];
                 };
             };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
+            };
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1725,6 +1914,15 @@ export interface operations {
                     "application/json": components["schemas"]["TranscriptTurn"][];
                 };
             };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
+            };
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1761,6 +1959,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UsageSummary"];
+                };
+            };
+            /** @description Missing, malformed, expired or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
                 };
             };
             403: {
@@ -1821,6 +2028,15 @@ export interface operations {
             };
             /** @description session_id not in this project */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the operation accepts */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -65,6 +65,61 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Documents the errors every operation of a kind can answer, so that no operation's own
+/// annotation can forget one: 401 (`{detail}`) and 403 on every authenticated operation, 413
+/// and 422 on every operation with a body, 422 on every operation with query parameters.
+/// An operation's own description of a status wins; this adds only what is missing.
+struct StandardErrors;
+
+impl Modify for StandardErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+        let response = |description: &str, schema: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new().schema(Some(Ref::from_schema_name(schema))).build(),
+                    )
+                    .build(),
+            )
+        };
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+            for operation in operations.into_iter().flatten() {
+                let responses = &mut operation.responses.responses;
+                if operation.security.as_ref().is_some_and(|security| !security.is_empty()) {
+                    responses.entry("401".into()).or_insert_with(|| {
+                        response("Missing, malformed, expired or revoked credential", "AuthErrorBody")
+                    });
+                    responses.entry("403".into()).or_insert_with(|| {
+                        response("The credential may not use this operation (scope or kind)", "ErrorEnvelope")
+                    });
+                }
+                if operation.request_body.is_some() {
+                    responses
+                        .entry("413".into())
+                        .or_insert_with(|| response("The body is larger than the operation accepts", "ErrorEnvelope"));
+                    responses.entry("422".into()).or_insert_with(|| {
+                        response("The body breaks a rule; `errors` locates each problem", "ErrorEnvelope")
+                    });
+                }
+                let has_query = operation
+                    .parameters
+                    .iter()
+                    .flatten()
+                    .any(|parameter| matches!(parameter.parameter_in, utoipa::openapi::path::ParameterIn::Query));
+                if has_query {
+                    responses.entry("422".into()).or_insert_with(|| {
+                        response("A query parameter breaks a rule; `errors` locates each problem", "ErrorEnvelope")
+                    });
+                }
+            }
+        }
+    }
+}
+
 /// The API routes with their OpenAPI document.
 fn api() -> OpenApiRouter<App> {
     let external = OpenApiRouter::new()
@@ -124,14 +179,22 @@ async fn api_cors(request: axum::extract::Request, next: axum::middleware::Next)
     response
 }
 
+/// The API's routes and its OpenAPI document, completed with the standard errors (after the
+/// routes are in: `#[openapi(modifiers)]` run before there are any paths).
+fn api_parts() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
+    let (router, mut document) = api().split_for_parts();
+    StandardErrors.modify(&mut document);
+    (router, document)
+}
+
 /// The OpenAPI document of the API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().split_for_parts().1
+    api_parts().1
 }
 
 /// The whole application router.
 pub fn router(app: App) -> Router {
-    let (api_router, document) = api().split_for_parts();
+    let (api_router, document) = api_parts();
     // Rendered once; each request shares the bytes.
     let document_json = Bytes::from(serde_json::to_vec_pretty(&document).unwrap_or_default());
     api_router

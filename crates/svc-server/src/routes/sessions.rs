@@ -26,9 +26,11 @@ use crate::error::{ApiError, ApiResult};
 #[allow(dead_code, reason = "documents the query for OpenAPI; parsed by parse_list_query")]
 pub(crate) struct ListSessionsQuery {
     /// Page size, 1 to 100, default 20.
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u32>,
-    /// Epoch seconds: only sessions that started strictly before. Pass the oldest `started_at`
-    /// held to page backwards.
+    /// Epoch seconds (finite, ≥ 0): only sessions that started strictly before. Pass the oldest
+    /// `started_at` held to page backwards.
+    #[param(minimum = 0)]
     before_started_at: Option<f64>,
 }
 

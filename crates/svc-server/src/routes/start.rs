@@ -17,8 +17,8 @@ use svc_domain::model::ModelError;
 use svc_domain::session_config::{AgentRequest, Sdk, StartParseError, parse_start};
 use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, StartRejection, resolve_start};
 use svc_store::{Admission, NewSession, NewTimelineEvent};
+use svc_wire::ErrorCode;
 use svc_wire::rest::{SessionConfigDoc, StartResponse, StartTimings};
-use svc_wire::{ErrorCode, LocSegment};
 
 use crate::app::{App, now_us};
 use crate::auth::{Caller, Principal, RealtimeCredential};
@@ -47,6 +47,7 @@ pub(crate) const UPGRADE_PATH: &str = "/billing/plans";
         (status = 401, body = svc_wire::error::AuthErrorBody, description = "Credential absent, invalid, or not served on this host"),
         (status = 402, body = svc_wire::ErrorEnvelope, description = "`free_minutes_exhausted` (granted_minutes, used_minutes) or `insufficient_credits` (balance_cents, top_up_path)"),
         (status = 403, body = svc_wire::ErrorEnvelope, description = "Missing realtime:start; `svc_delegation_scope_required`; `provider_not_entitled` (provider, allowed_providers, plan, upgrade_path)"),
+        (status = 404, body = svc_wire::ErrorEnvelope, description = "`session.experimental.resume_session_id` names no session of the caller's project"),
         (status = 422, body = svc_wire::ErrorEnvelope, description = "`validation_error`, `invalid_tool_config`, `unknown_agent`, `agent_config_unavailable`, `greeting_too_long`, `model_unavailable`, `instructions_too_long`, `delegation_tools_unsupported`, `turn_detection_knob_mismatch`, `turn_detection_unsupported`, `thinking_level_unsupported`"),
         (status = 429, body = svc_wire::ErrorEnvelope, description = "`concurrent_session_limit` (limit, active) or `quota_exceeded` (meter, included, used, reset_at)"),
         (status = 503, body = svc_wire::ErrorEnvelope, description = "Realtime backend unavailable (no code); retry with backoff"),
@@ -77,10 +78,10 @@ pub(crate) async fn start_session(
     if let Some(resume) = &request.session.resume_session_id
         && app.store.session_in_project(&caller.project_id, resume).await?.is_none()
     {
-        return Err(ApiError::invalid(
-            ["body", "session", "experimental", "resume_session_id"].map(|s| LocSegment::Key(s.into())).to_vec(),
-            "not_found",
-            "No session with this id in the credential's project",
+        // A missing resource, like a support request's unknown `session_id`: 404, so a typo never
+        // silently starts an unrelated conversation and clients can tell it from a bad body.
+        return Err(ApiError::not_found(
+            "experimental.resume_session_id: no session with this id in the credential's project",
         ));
     }
     timings.project_check_ms = elapsed_ms(phase);
