@@ -46,6 +46,14 @@ log "cargo test"
 # harness installed above.
 cargo test --workspace --locked -- --include-ignored
 
+# The OpenAPI document against the server: schemathesis (every check and phase) on SQLite and
+# Postgres, with an API key and with a user access token. A fixed seed, then a short run with a
+# random one, printed so that a failure can be replayed (`scripts/api-fuzz.sh --seed N`).
+log "API fuzzing (schemathesis): fixed seed"
+./scripts/api-fuzz.sh --max-examples 50
+log "API fuzzing (schemathesis): random seed"
+./scripts/api-fuzz.sh --random --max-examples 10 --backend sqlite
+
 # The first run on a machine without libopus-dev compiles the bundled libopus with cc. Prove that
 # path: rebuild with SVC_OPUS_BUNDLED=1 (svc-opus and what links it) and run the codec tests and
 # the room's interop tests with the official clients against it. Last, because it swaps the

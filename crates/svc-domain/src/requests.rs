@@ -128,9 +128,13 @@ pub fn is_uuid(text: &str) -> bool {
         })
 }
 
+/// `local@domain.tld`: one `@`, a non-empty local part, a dot in the domain, no space or ASCII
+/// control character. The OpenAPI document states the same rule as a pattern.
 fn looks_like_email(text: &str) -> bool {
-    text.split_once('@')
-        .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.') && !text.contains(char::is_whitespace))
+    let plain = |c: char| c != '@' && c != ' ' && !c.is_ascii_control();
+    text.split_once('@').is_some_and(|(local, domain)| {
+        !local.is_empty() && local.chars().all(plain) && domain.chars().all(plain) && domain.contains('.')
+    })
 }
 
 /// Whether `name` is a valid catalog agent handle: `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars.
@@ -273,6 +277,16 @@ mod tests {
         let params = MintTokenParams::parse(&json!({"external_user_id": "u-1"})).expect("valid");
         assert_eq!(params.ttl_seconds, 86_400);
         assert_eq!(params.scopes.wire_strings(), ["realtime:start"]);
+    }
+
+    #[test]
+    fn contact_emails_follow_the_documented_pattern() {
+        for good in ["a@b.c", "ünïcode@exämple.org", "a@.", "x@y\u{2003}.z"] {
+            assert!(looks_like_email(good), "{good}");
+        }
+        for bad in ["a@b@c.d", "@b.c", "a@bc", "a b@c.d", "a@b.c\u{7f}", "a\t@b.c", ""] {
+            assert!(!looks_like_email(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -270,9 +270,10 @@ pub struct SupportRequestCreate {
     #[serde(default)]
     #[schema(pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     pub session_id: Option<String>,
-    /// Where to answer: `local@domain.tld`, at most 320 chars, no spaces.
+    /// Where to answer: `local@domain.tld` (one `@`, a dot in the domain, no space or ASCII
+    /// control character), at most 320 chars.
     #[serde(default)]
-    #[schema(max_length = 320, pattern = r"^[^@\s]+@[^@\s]*\.[^@\s]*$")]
+    #[schema(max_length = 320, pattern = r"^[^@\x00-\x20\x7f]+@[^@\x00-\x20\x7f]*\.[^@\x00-\x20\x7f]*$")]
     pub contact_email: Option<String>,
     /// Free-form client diagnostics (at most 64 KiB serialized).
     #[serde(default)]
@@ -389,17 +390,17 @@ pub struct AgentConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<AudioDoc>)]
     pub audio: Option<serde_json::Value>,
-    /// Tool specs.
+    /// Tool specs (at most 10,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<ToolDoc>>, max_items = 10000)]
     pub tools: Option<Vec<serde_json::Value>>,
     /// How readily the user's voice interrupts the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<InterruptionSensitivityDoc>)]
     pub interruption_sensitivity: Option<String>,
-    /// Server hooks.
+    /// Silence hooks (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<HookDoc>>, max_items = 16)]
     pub hooks: Option<Vec<serde_json::Value>>,
     /// Initial session state (≤ 16 KiB of JSON); the model gets a `set_state` tool and clients see
     /// `svc.session-state` after each write.
@@ -569,9 +570,9 @@ pub struct InlineAgentDoc {
     /// Audio options.
     #[serde(default)]
     pub audio: Option<AudioDoc>,
-    /// Tool specs discriminated on `kind`.
+    /// Tool specs discriminated on `kind` (at most 128).
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<ToolDoc>>, max_items = 128)]
     pub tools: Option<Vec<serde_json::Value>>,
     /// What the agent says first (1 to 4000 chars).
     #[serde(default)]
@@ -581,9 +582,9 @@ pub struct InlineAgentDoc {
     #[serde(default)]
     #[schema(value_type = Option<InterruptionSensitivityDoc>)]
     pub interruption_sensitivity: Option<String>,
-    /// ≤ 16 SilenceTimeout hooks.
+    /// Silence hooks (at most 16).
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<HookDoc>>, max_items = 16)]
     pub hooks: Option<Vec<serde_json::Value>>,
     /// Initial session state (≤ 16 KiB of JSON); the model gets a `set_state` tool and clients see
     /// `svc.session-state` after each write.
@@ -604,7 +605,7 @@ pub struct CatalogAgentDoc {
     pub inputs: Option<std::collections::BTreeMap<String, String>>,
     /// The whole tool set (≤ 10,000), replacing the stored one.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<ToolDoc>>, max_items = 10000)]
     pub tools: Option<Vec<serde_json::Value>>,
     /// Per-run voice override.
     #[serde(default)]
@@ -623,6 +624,8 @@ pub enum ModelDoc {
 }
 
 /// A provider block. Each provider takes its own knobs; an unknown knob is a validation error.
+/// (Placeholder: the server's OpenAPI document replaces it with the per-provider schema built from
+/// `svc_domain::model`.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ModelBlockDoc {
     /// The provider alias.
@@ -630,6 +633,22 @@ pub struct ModelBlockDoc {
     /// A concrete model id of the provider (the catalog's default when absent).
     #[serde(default)]
     pub model_id: Option<String>,
+}
+
+/// A tool spec (placeholder: the server's OpenAPI document replaces it with the schema built from
+/// `svc_domain::tools`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolDoc {
+    /// Tool kind.
+    pub kind: String,
+}
+
+/// A silence hook (placeholder: the server's OpenAPI document replaces it with the schema built
+/// from `svc_domain::tools`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HookDoc {
+    /// `user.speech.timeout`.
+    pub trigger: String,
 }
 
 /// Provider aliases.

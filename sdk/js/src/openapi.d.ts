@@ -335,35 +335,35 @@ export interface components {
     schemas: {
         /** @description The runnable part of a catalog agent, shaped like an inline agent block without `type`. */
         AgentConfig: {
+            audio?: null | components["schemas"]["AudioDoc"];
+            /** @description Spoken first (1 to 4000 chars); may hold placeholders. */
+            greeting?: string | null;
+            /** @description Silence hooks (at most 16). */
+            hooks?: components["schemas"]["HookDoc"][] | null;
             /**
              * @description System prompt (≤ 131,072 chars); may hold `{{key}}` placeholders filled from a start's
              *     `inputs`.
              */
             instructions?: string | null;
-            /** @description Spoken first (1 to 4000 chars); may hold placeholders. */
-            greeting?: string | null;
-            model?: null | components["schemas"]["ModelDoc"];
-            voice?: null | components["schemas"]["VoiceDoc"];
-            audio?: null | components["schemas"]["AudioDoc"];
-            /** @description Tool specs. */
-            tools?: Record<string, unknown>[] | null;
             interruption_sensitivity?: null | components["schemas"]["InterruptionSensitivityDoc"];
-            /** @description Server hooks. */
-            hooks?: Record<string, unknown>[] | null;
+            model?: null | components["schemas"]["ModelDoc"];
             /**
              * @description Initial session state (≤ 16 KiB of JSON); the model gets a `set_state` tool and clients see
              *     `svc.session-state` after each write.
              */
             state?: Record<string, unknown> | null;
+            /** @description Tool specs (at most 10,000). */
+            tools?: components["schemas"]["ToolDoc"][] | null;
+            voice?: null | components["schemas"]["VoiceDoc"];
         };
         /** @description `POST /agents` body. */
         AgentCreate: {
-            /** @description Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, at most 100 chars, unique in the workspace. */
-            name: string;
-            /** @description Human description (at most 2000 chars). */
-            description?: string | null;
             /** @description The configuration. */
             config?: components["schemas"]["AgentConfig"];
+            /** @description Human description (at most 2000 chars). */
+            description?: string | null;
+            /** @description Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, at most 100 chars, unique in the workspace. */
+            name: string;
         };
         /** @description Agent block, discriminated on `type`. */
         AgentDoc: (components["schemas"]["InlineAgentDoc"] & {
@@ -375,12 +375,6 @@ export interface components {
         });
         /** @description A stored catalog agent: the configuration a catalog start runs verbatim. */
         AgentRecord: {
-            /** @description Agent id (UUID). */
-            id: string;
-            /** @description Workspace-unique handle. */
-            name: string;
-            /** @description Human description. */
-            description?: string | null;
             /** @description The stored configuration. */
             config: components["schemas"]["AgentConfig"];
             /**
@@ -388,6 +382,12 @@ export interface components {
              * @description Epoch seconds.
              */
             created_at: number;
+            /** @description Human description. */
+            description?: string | null;
+            /** @description Agent id (UUID). */
+            id: string;
+            /** @description Workspace-unique handle. */
+            name: string;
             /**
              * Format: double
              * @description Epoch seconds.
@@ -396,15 +396,15 @@ export interface components {
         };
         /** @description `PATCH /agents/{name}` body: present fields replace stored ones; `config` replaces as a whole. */
         AgentUpdate: {
+            config?: null | components["schemas"]["AgentConfig"];
             /** @description New description (at most 2000 chars); null clears it. */
             description?: string | null;
-            config?: null | components["schemas"]["AgentConfig"];
         };
         /** @description `agent.audio`. */
         AudioDoc: {
+            noise_cancellation?: null | components["schemas"]["NoiseCancellationDoc"];
             /** @description `false`: no spoken output (text only); default `true`. */
             output?: boolean | null;
-            noise_cancellation?: null | components["schemas"]["NoiseCancellationDoc"];
         };
         /** @description The authentication layer's 401 body, `{"detail": "..."}` (the spec's one exception to the envelope). */
         AuthErrorBody: {
@@ -428,29 +428,38 @@ export interface components {
         };
         /** @description Catalog agent fields. */
         CatalogAgentDoc: {
-            /** @description Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars; an unknown handle is 404. */
-            name: string;
             /** @description Values for `{{key}}` placeholders. */
             inputs?: {
                 [key: string]: string;
             } | null;
+            /** @description Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars; an unknown handle is 404. */
+            name: string;
             /** @description The whole tool set (≤ 10,000), replacing the stored one. */
-            tools?: Record<string, unknown>[] | null;
+            tools?: components["schemas"]["ToolDoc"][] | null;
             voice?: null | components["schemas"]["VoiceDoc"];
+        };
+        /** @description A tool the client runs (answered through the `svc.tool_result` RPC). */
+        ClientToolDoc: {
+            /** @description Written for the model. */
+            description: string;
+            /** @enum {string} */
+            kind: "client";
+            name: string;
+            parameters?: components["schemas"]["ToolParameters"] | null;
         };
         /** @description `GET /realtime/verify` response. */
         CredentialInfo: {
-            /** @description Credential kind. */
-            credential: components["schemas"]["CredentialKind"];
-            workspace?: null | components["schemas"]["WorkspaceRef"];
-            /** @description Scopes after hierarchy expansion. */
-            scopes: string[];
             /** @description Whether the credential carries `realtime:start`. */
             can_start_sessions: boolean;
-            /** @description Whether the deployment has the default voice stack configured. */
-            realtime_voice_available: boolean;
+            /** @description Credential kind. */
+            credential: components["schemas"]["CredentialKind"];
             /** @description The end user a minted token is bound to; null for an API key. */
             external_user_id?: string | null;
+            /** @description Whether the deployment has the default voice stack configured. */
+            realtime_voice_available: boolean;
+            /** @description Scopes after hierarchy expansion. */
+            scopes: string[];
+            workspace?: null | components["schemas"]["WorkspaceRef"];
         };
         /**
          * @description Which kind of realtime credential `verify` saw. Open-ended on the wire.
@@ -459,13 +468,13 @@ export interface components {
         CredentialKind: "api_key" | "user_token";
         /** @description The error object inside the envelope. */
         ErrorBody: Record<string, unknown> & {
-            /** @description Error category. */
-            type: components["schemas"]["ErrorType"];
             code?: null | components["schemas"]["ErrorCode"];
-            /** @description Human-readable text, not part of the contract. */
-            message: string;
             /** @description Validation problems, on `validation_error` only. */
             errors?: components["schemas"]["ValidationIssue"][] | null;
+            /** @description Human-readable text, not part of the contract. */
+            message: string;
+            /** @description Error category. */
+            type: components["schemas"]["ErrorType"];
         };
         /**
          * @description A machine-readable rejection code. Clients match on it, never on the message.
@@ -484,51 +493,80 @@ export interface components {
         ErrorType: "api_error" | "validation_error" | "internal_error";
         /** @description `session.experimental`. */
         ExperimentalDoc: {
+            avatar?: null | components["schemas"]["AvatarDoc"];
             /** @description A prior session of the caller's project to resume (UUID; an unknown one is 404). */
             resume_session_id?: string | null;
-            avatar?: null | components["schemas"]["AvatarDoc"];
+        };
+        /** @description `say` (spoken `text` verbatim, or a `prompt` for the model; at least one) or `end_call` (an optional parting line). */
+        HookActionDoc: {
+            prompt?: string | null;
+            text: string;
+            /** @enum {string} */
+            type: "say";
+        } | {
+            prompt: string;
+            text?: string | null;
+            /** @enum {string} */
+            type: "say";
+        } | {
+            farewell?: string | null;
+            /** @enum {string} */
+            type: "end_call";
+        };
+        /** @description A silence hook: when the user stays silent, say something or end the call. */
+        HookDoc: {
+            action: components["schemas"]["HookActionDoc"];
+            /** @description Most firings per stretch of silence (default 3). */
+            max_count?: number | null;
+            /** @description A label for the timeline. */
+            name?: string | null;
+            /** @enum {string|null} */
+            reset_mode?: "never" | "on_user_speech" | null;
+            timeout_seconds: number;
+            /** @enum {string} */
+            trigger: "user.speech.timeout";
         };
         /** @description `POST /sessions/import` body (documented shape; the server parses it as a stream). */
         ImportSessionRequest: {
-            /**
-             * Format: double
-             * @description Epoch seconds.
-             */
-            started_at: number;
+            /** @description Mono WAV, base64; at most 200 MB decoded. */
+            audio_wav_base64?: string | null;
             /**
              * Format: double
              * @description Epoch seconds.
              */
             ended_at?: number | null;
-            /** @description Title. */
-            title?: string | null;
             /** @description Provider that served the call. */
             provider?: string | null;
+            /**
+             * Format: double
+             * @description Epoch seconds.
+             */
+            started_at: number;
+            /** @description Title. */
+            title?: string | null;
             /** @description At most 100,000 turns. */
             transcript?: components["schemas"]["TranscriptTurn"][];
-            /** @description Mono WAV, base64; at most 200 MB decoded. */
-            audio_wav_base64?: string | null;
         };
         /** @description Inline agent fields. */
         InlineAgentDoc: {
-            /** @description ≤ 131,072 chars, else `instructions_too_long`. */
-            instructions?: string | null;
-            model?: null | components["schemas"]["ModelDoc"];
-            model_options?: null | components["schemas"]["ModelDoc"];
-            voice?: null | components["schemas"]["VoiceDoc"];
             audio?: null | components["schemas"]["AudioDoc"];
-            /** @description Tool specs discriminated on `kind`. */
-            tools?: Record<string, unknown>[] | null;
             /** @description What the agent says first (1 to 4000 chars). */
             greeting?: string | null;
+            /** @description Silence hooks (at most 16). */
+            hooks?: components["schemas"]["HookDoc"][] | null;
+            /** @description ≤ 131,072 chars, else `instructions_too_long`. */
+            instructions?: string | null;
             interruption_sensitivity?: null | components["schemas"]["InterruptionSensitivityDoc"];
-            /** @description ≤ 16 SilenceTimeout hooks. */
-            hooks?: Record<string, unknown>[] | null;
+            model?: null | components["schemas"]["ModelDoc"];
+            model_options?: null | components["schemas"]["ModelDoc"];
             /**
              * @description Initial session state (≤ 16 KiB of JSON); the model gets a `set_state` tool and clients see
              *     `svc.session-state` after each write.
              */
             state?: Record<string, unknown> | null;
+            /** @description Tool specs discriminated on `kind` (at most 128). */
+            tools?: components["schemas"]["ToolDoc"][] | null;
+            voice?: null | components["schemas"]["VoiceDoc"];
         };
         /**
          * @description `agent.interruption_sensitivity`.
@@ -542,15 +580,15 @@ export interface components {
             /** @description The end user the token is bound to (1 to 256 chars). */
             external_user_id: string;
             /**
-             * Format: int64
-             * @description Lifetime, 60 to 86400 seconds; default 86400.
-             */
-            ttl_seconds?: number | null;
-            /**
              * @description Extra scopes beyond `realtime:start`: `realtime:read`, `realtime:delete`,
              *     `connectors:read`, `connectors:write`.
              */
             scopes?: components["schemas"]["MintableScope"][] | null;
+            /**
+             * Format: int64
+             * @description Lifetime, 60 to 86400 seconds; default 86400.
+             */
+            ttl_seconds?: number | null;
         };
         /**
          * @description A scope a minted token may carry.
@@ -559,22 +597,86 @@ export interface components {
         MintableScope: "realtime:start" | "realtime:read" | "realtime:delete" | "connectors:read" | "connectors:write";
         /** @description `POST /auth/token` response. */
         MintedToken: {
-            /** @description The end-user JWT. */
-            jwt: string;
             /**
              * Format: int64
              * @description Expiry, integer epoch seconds (the JWT's `exp`).
              */
             expires_at: number;
+            /** @description The end-user JWT. */
+            jwt: string;
             /** @description Revocation handle, stable per (workspace, external_user_id) until revoked. */
             token_id: string;
         };
-        /** @description A provider block. Each provider takes its own knobs; an unknown knob is a validation error. */
+        /** @description `{provider, model_id?, …knobs}`: each provider takes only its own knobs. Which combinations a model accepts (turn detector and its knobs, thinking levels) is checked at start (422 `turn_detection_knob_mismatch`, `turn_detection_unsupported`, `thinking_level_unsupported`, `model_unavailable`). */
         ModelBlockDoc: {
-            /** @description The provider alias. */
-            provider: components["schemas"]["ProviderAliasDoc"];
-            /** @description A concrete model id of the provider (the catalog's default when absent). */
+            /** @enum {string|null} */
+            end_of_speech_sensitivity?: "low" | "high" | null;
+            include_thoughts?: boolean | null;
+            max_output_tokens?: number | null;
+            /** @description A model id of this provider in the catalog. */
             model_id?: string | null;
+            prefix_padding_ms?: number | null;
+            /** @enum {string} */
+            provider: "provider_a";
+            silence_duration_ms?: number | null;
+            svc_vad?: {
+                max_hold_ms?: number | null;
+                pause_ms?: number | null;
+                prefix_ms?: number | null;
+            } | null;
+            temperature?: number | null;
+            /** @enum {string|null} */
+            thinking_level?: "minimal" | "low" | "medium" | "high" | null;
+            /** @enum {string|null} */
+            turn_detection?: "svc_vad" | "server_vad" | "semantic_vad" | null;
+        } | {
+            /** @enum {string|null} */
+            eagerness?: "low" | "medium" | "high" | "auto" | null;
+            /** @description A model id of this provider in the catalog. */
+            model_id?: string | null;
+            prefix_padding_ms?: number | null;
+            /** @enum {string} */
+            provider: "provider_b";
+            silence_duration_ms?: number | null;
+            /** @enum {string|null} */
+            turn_detection?: "svc_vad" | "server_vad" | "semantic_vad" | null;
+        } | {
+            /** @description A model id of this provider in the catalog. */
+            model_id?: string | null;
+            /** @enum {string} */
+            provider: "provider_b_mini";
+        } | {
+            /** @enum {string|null} */
+            delegation?: "responses" | "client" | "svc" | null;
+            max_output_tokens?: number | null;
+            /** @description A model id of this provider in the catalog. */
+            model_id?: string | null;
+            parallel_tool_calls?: boolean | null;
+            /** @enum {string} */
+            provider: "provider_b_live";
+            /** @enum {string|null} */
+            reasoning_effort?: "minimal" | "low" | "medium" | "high" | null;
+            responses_instructions?: string | null;
+            responses_model?: string | null;
+            /** @enum {string|null} */
+            service_tier?: "auto" | "default" | "flex" | "priority" | null;
+            /** @enum {string|null} */
+            tool_choice?: "auto" | "required" | "none" | null;
+            /** @enum {string|null} */
+            verbosity?: "low" | "medium" | "high" | null;
+        } | {
+            idle_timeout_ms?: number | null;
+            /** @description A model id of this provider in the catalog. */
+            model_id?: string | null;
+            prefix_padding_ms?: number | null;
+            /** @enum {string} */
+            provider: "provider_c";
+            /** @enum {string|null} */
+            reasoning_effort?: "high" | "none" | null;
+            silence_duration_ms?: number | null;
+            speed?: number | null;
+            /** @enum {string|null} */
+            turn_detection?: "svc_vad" | "server_vad" | "semantic_vad" | null;
         };
         /**
          * @description `agent.model`: a provider alias or model id of the catalog (anything else is 422
@@ -590,31 +692,31 @@ export interface components {
         NoiseCancellationMode: "off" | "denoise" | "voice_focus";
         /** @description `POST /realtime/session/prepare-room` response. */
         PreparedRoom: {
-            /** @description Reservation id. */
-            reservation_id: string;
-            /** @description The room the next start by this credential will use. */
-            room_name: string;
             /**
              * Format: double
              * @description Epoch seconds after which the reservation lapses unused.
              */
             expires_at: number;
+            /** @description Reservation id. */
+            reservation_id: string;
+            /** @description The room the next start by this credential will use. */
+            room_name: string;
         };
         /** @description `GET /projects/default` response, and the project an end-user token acts on. */
         ProjectRecord: {
-            /** @description Project id (UUID). */
-            id: string;
-            /** @description Display name. */
-            name: string;
-            /** @description `default` for the workspace's own project, `end_user` for a minted token's. */
-            kind: string;
-            /** @description The end user of an `end_user` project. */
-            external_user_id?: string | null;
             /**
              * Format: double
              * @description Epoch seconds.
              */
             created_at: number;
+            /** @description The end user of an `end_user` project. */
+            external_user_id?: string | null;
+            /** @description Project id (UUID). */
+            id: string;
+            /** @description `default` for the workspace's own project, `end_user` for a minted token's. */
+            kind: string;
+            /** @description Display name. */
+            name: string;
         };
         /**
          * @description Provider aliases.
@@ -628,18 +730,23 @@ export interface components {
             /** @description SDK version (1 to 64 chars; compared as `major.minor.patch` against `--sdk-floors`). */
             version: string;
         };
+        /** @description A server-executed tool; only `kind`. One this deployment does not run is listed in `ready.rejected_tools` and the session starts without it. */
+        ServerToolDoc: {
+            /** @enum {string} */
+            kind: "web_search" | "examine_image" | "detect_objects" | "point_at_object" | "screen_locate" | "end_call" | "speaker_log";
+        };
         /**
          * @description `POST /realtime/session/start` body (documentation of the shape; the server parses it with
          *     `svc_domain::session_config`, which collects every problem).
          */
         SessionConfigDoc: {
+            agent?: null | components["schemas"]["AgentDoc"];
+            /** @description Identity of the calling client (also accepted as the `X-Svc-SDK: name/version` header). */
+            sdk: components["schemas"]["SdkDoc"];
+            session?: null | components["schemas"]["SessionParamsDoc"];
             type?: null | components["schemas"]["SessionConfigType"];
             /** @description Free-form client configuration version (informational). */
             version?: string | null;
-            /** @description Identity of the calling client (also accepted as the `X-Svc-SDK: name/version` header). */
-            sdk: components["schemas"]["SdkDoc"];
-            agent?: null | components["schemas"]["AgentDoc"];
-            session?: null | components["schemas"]["SessionParamsDoc"];
         };
         /**
          * @description The session-config discriminator's one value.
@@ -648,41 +755,41 @@ export interface components {
         SessionConfigType: "session-config";
         /** @description Session params. */
         SessionParamsDoc: {
+            experimental?: null | components["schemas"]["ExperimentalDoc"];
             /**
              * Format: int32
              * @description 60 to 14400; the effective cap is the minimum of this and the server's.
              */
             max_session_seconds?: number | null;
-            /** @description `false` writes no recording artifacts. */
-            store_recording?: boolean | null;
             /** @description Wins over `store_recording`; narrows only. */
             store_audio?: boolean | null;
+            /** @description `false` writes no recording artifacts. */
+            store_recording?: boolean | null;
             /** @description Transcript and tool events. */
             store_transcript?: boolean | null;
             /** @description Screen-share video and screenshots. */
             store_video?: boolean | null;
-            experimental?: null | components["schemas"]["ExperimentalDoc"];
         };
         /** @description A session record. */
         SessionRecord: {
-            /** @description Session id (UUID). */
-            id: string;
-            /**
-             * Format: double
-             * @description Epoch seconds.
-             */
-            started_at: number;
             /**
              * Format: double
              * @description Epoch seconds; null while live.
              */
             ended_at?: number | null;
-            /** @description Status. */
-            status: components["schemas"]["SessionStatus"];
-            /** @description Model provider that served the session. */
-            provider?: string | null;
             /** @description Hint that resume would be native rather than by transcript seeding. */
             has_resumption_handle: boolean;
+            /** @description Session id (UUID). */
+            id: string;
+            /** @description Model provider that served the session. */
+            provider?: string | null;
+            /**
+             * Format: double
+             * @description Epoch seconds.
+             */
+            started_at: number;
+            /** @description Status. */
+            status: components["schemas"]["SessionStatus"];
         };
         /**
          * @description Session record status.
@@ -693,14 +800,14 @@ export interface components {
         StartResponse: {
             /** @description Media room address. */
             livekit_url: string;
-            /** @description Short-lived participant join token; do not cache. */
-            token: string;
             /** @description Media room name. */
             room_name: string;
             /** @description Session id (UUID). */
             session_id: string;
             /** @description Server-side phase breakdown. */
             timings: components["schemas"]["StartTimings"];
+            /** @description Short-lived participant join token; do not cache. */
+            token: string;
         };
         /**
          * @description Server-side phase breakdown of a session start, in milliseconds (0 for a phase the serving
@@ -709,9 +816,19 @@ export interface components {
         StartTimings: {
             /**
              * Format: double
-             * @description SDK version floor check.
+             * @description Session row insert (with the concurrency gate) and room reservation.
              */
-            version_check_ms: number;
+            db_insert_ms: number;
+            /**
+             * Format: double
+             * @description Handing the session to the runtime.
+             */
+            dispatch_ms: number;
+            /**
+             * Format: double
+             * @description Room token minting.
+             */
+            mint_tokens_ms: number;
             /**
              * Format: double
              * @description Project, billing and resume checks.
@@ -724,19 +841,9 @@ export interface components {
             provider_resolve_ms: number;
             /**
              * Format: double
-             * @description Session row insert (with the concurrency gate) and room reservation.
+             * @description Agent, tool and model resolution.
              */
-            db_insert_ms: number;
-            /**
-             * Format: double
-             * @description Room token minting.
-             */
-            mint_tokens_ms: number;
-            /**
-             * Format: double
-             * @description Handing the session to the runtime.
-             */
-            dispatch_ms: number;
+            resolve_ms: number;
             /**
              * Format: double
              * @description Whole request, from arrival to response.
@@ -744,46 +851,51 @@ export interface components {
             total_ms: number;
             /**
              * Format: double
-             * @description Agent, tool and model resolution.
+             * @description SDK version floor check.
              */
-            resolve_ms: number;
+            version_check_ms: number;
         };
         /** @description `POST /support/requests` body. */
         SupportRequestCreate: {
-            /** @description What happened (1 to 20,000 chars). */
-            message: string;
-            /** @description Short summary (at most 200 chars). */
-            subject?: string | null;
-            /** @description A session the request is about (UUID); must be in the credential's project, else 404. */
-            session_id?: string | null;
-            /** @description Where to answer: `local@domain.tld`, at most 320 chars, no spaces. */
+            /**
+             * @description Where to answer: `local@domain.tld` (one `@`, a dot in the domain, no space or ASCII
+             *     control character), at most 320 chars.
+             */
             contact_email?: string | null;
             /** @description Free-form client diagnostics (at most 64 KiB serialized). */
             diagnostics?: Record<string, unknown> | null;
+            /** @description What happened (1 to 20,000 chars). */
+            message: string;
+            /** @description A session the request is about (UUID); must be in the credential's project, else 404. */
+            session_id?: string | null;
+            /** @description Short summary (at most 200 chars). */
+            subject?: string | null;
         };
         /** @description A stored support request. */
         SupportRequestRecord: {
-            /** @description Request id (UUID). */
-            id: string;
-            /** @description Always `open` when created. */
-            status: string;
             /**
              * Format: double
              * @description Epoch seconds.
              */
             created_at: number;
+            /** @description Request id (UUID). */
+            id: string;
             /** @description The session named, if any. */
             session_id?: string | null;
+            /** @description Always `open` when created. */
+            status: string;
         };
         /** @description `GET /sessions/{id}/timeline` response. */
         Timeline: {
-            /** @description Session id. */
-            session_id: string;
             /** @description Events ordered by `seq`. */
             events: components["schemas"]["TimelineEvent"][];
+            /** @description Session id. */
+            session_id: string;
         };
         /** @description One timeline event of a session (`GET /sessions/{id}/timeline`). */
         TimelineEvent: {
+            /** @description Event details. */
+            data: Record<string, unknown>;
             /**
              * Format: int64
              * @description Position in the session's timeline, from 0, gap-free.
@@ -796,8 +908,31 @@ export interface components {
             ts: number;
             /** @description Event type slug (`session.started`, `transcript.user`, `tool.call`, …). */
             type: string;
-            /** @description Event details. */
-            data: Record<string, unknown>;
+        };
+        /** @description A tool spec, discriminated on `kind`. Names are unique within a session (a duplicate is 422 `invalid_tool_config`); kinds `catalog` and `server` are rejected the same way. */
+        ToolDoc: components["schemas"]["ClientToolDoc"] | components["schemas"]["ServerToolDoc"];
+        /** @description A nested JSON Schema with the same restricted keywords. */
+        ToolParameterSchema: {
+            description?: string;
+            enum?: unknown[];
+            items?: components["schemas"]["ToolParameterSchema"];
+            properties?: {
+                [key: string]: components["schemas"]["ToolParameterSchema"];
+            };
+            required?: string[];
+            type?: ("string" | "number" | "integer" | "boolean" | "object" | "array" | "null") | ("string" | "number" | "integer" | "boolean" | "object" | "array" | "null")[];
+        };
+        /** @description JSON Schema of the arguments, restricted to `type` (here `object`), `properties`, `required`, `items`, `enum` and `description`, nested at most 32 levels. */
+        ToolParameters: {
+            description?: string;
+            enum?: unknown[];
+            items?: components["schemas"]["ToolParameterSchema"];
+            properties?: {
+                [key: string]: components["schemas"]["ToolParameterSchema"];
+            };
+            required?: string[];
+            /** @enum {string} */
+            type: "object";
         };
         /**
          * @description Transcript role in REST.
@@ -806,15 +941,15 @@ export interface components {
         TranscriptRole: "user" | "assistant";
         /** @description One transcript turn. */
         TranscriptTurn: {
+            /** @description Speaker. */
+            role: components["schemas"]["TranscriptRole"];
+            /** @description What was said. */
+            text: string;
             /**
              * Format: double
              * @description Epoch seconds.
              */
             ts: number;
-            /** @description Speaker. */
-            role: components["schemas"]["TranscriptRole"];
-            /** @description What was said. */
-            text: string;
         };
         /**
          * @description Usage summary state.
@@ -823,53 +958,38 @@ export interface components {
         UsageStatus: "pending" | "recorded" | "unavailable";
         /** @description `GET /sessions/{id}/usage` response. */
         UsageSummary: {
-            /** @description Session status. */
-            status: components["schemas"]["SessionStatus"];
-            /** @description Usage state. */
-            usage_status: components["schemas"]["UsageStatus"];
-            /**
-             * Format: double
-             * @description Null while live.
-             */
-            duration_seconds?: number | null;
-            /**
-             * Format: int64
-             * @description Model-response turns.
-             */
-            turn_count?: number | null;
-            /**
-             * Format: double
-             * @description User talk time.
-             */
-            user_speaking_seconds?: number | null;
             /**
              * Format: double
              * @description Agent talk time.
              */
             agent_speaking_seconds?: number | null;
-            /** @description Provider. */
-            provider?: string | null;
+            /**
+             * Format: double
+             * @description Null while live.
+             */
+            duration_seconds?: number | null;
             /** @description Model. */
             model?: string | null;
+            /** @description Provider. */
+            provider?: string | null;
+            /** @description Session status. */
+            status: components["schemas"]["SessionStatus"];
             tokens?: null | components["schemas"]["UsageTokens"];
+            /**
+             * Format: int64
+             * @description Model-response turns.
+             */
+            turn_count?: number | null;
+            /** @description Usage state. */
+            usage_status: components["schemas"]["UsageStatus"];
+            /**
+             * Format: double
+             * @description User talk time.
+             */
+            user_speaking_seconds?: number | null;
         };
         /** @description Token counters of a usage summary. */
         UsageTokens: {
-            /**
-             * Format: int64
-             * @description All input tokens.
-             */
-            input_tokens: number;
-            /**
-             * Format: int64
-             * @description All output tokens.
-             */
-            output_tokens: number;
-            /**
-             * Format: int64
-             * @description Input plus output.
-             */
-            total_tokens: number;
             /**
              * Format: int64
              * @description Input audio tokens.
@@ -877,9 +997,9 @@ export interface components {
             input_audio_tokens: number;
             /**
              * Format: int64
-             * @description Input text tokens.
+             * @description Cached input tokens.
              */
-            input_text_tokens: number;
+            input_cached_tokens: number;
             /**
              * Format: int64
              * @description Input image tokens.
@@ -887,9 +1007,14 @@ export interface components {
             input_image_tokens: number;
             /**
              * Format: int64
-             * @description Cached input tokens.
+             * @description Input text tokens.
              */
-            input_cached_tokens: number;
+            input_text_tokens: number;
+            /**
+             * Format: int64
+             * @description All input tokens.
+             */
+            input_tokens: number;
             /**
              * Format: int64
              * @description Output audio tokens.
@@ -900,17 +1025,27 @@ export interface components {
              * @description Output text tokens.
              */
             output_text_tokens: number;
+            /**
+             * Format: int64
+             * @description All output tokens.
+             */
+            output_tokens: number;
+            /**
+             * Format: int64
+             * @description Input plus output.
+             */
+            total_tokens: number;
         };
         /** @description A workspace user as `whoami` reports it. */
         UserInfo: {
-            /** @description User id (UUID). */
-            id: string;
-            /** @description Email. */
-            email: string;
-            /** @description Roles (`admin`, `agents-admin`, `recordings-admin`, …). */
-            roles: string[];
             /** @description Capabilities (`recordings`, …). */
             capabilities: string[];
+            /** @description Email. */
+            email: string;
+            /** @description User id (UUID). */
+            id: string;
+            /** @description Roles (`admin`, `agents-admin`, `recordings-admin`, …). */
+            roles: string[];
         };
         /** @description One validation problem. `msg` describes the rule; payload values are never echoed. */
         ValidationIssue: {
@@ -919,10 +1054,10 @@ export interface components {
              *     the request (`body`, `query`, `path` or `header`).
              */
             loc: components["schemas"]["LocSegment"][];
-            /** @description A short machine slug (`missing`, `string_too_long`, `extra_forbidden`, …). */
-            type: string;
             /** @description Human-readable rule that failed. */
             msg: string;
+            /** @description A short machine slug (`missing`, `string_too_long`, `extra_forbidden`, …). */
+            type: string;
         };
         /** @description `agent.voice`. */
         VoiceDoc: {
@@ -933,18 +1068,18 @@ export interface components {
         };
         /** @description `GET /whoami` response. */
         Whoami: {
+            acting_user?: null | components["schemas"]["UserInfo"];
             /** @description `user_access_token` or `acts_as_user_token`. */
             credential: string;
-            /** @description The user the token authenticates. */
-            user: components["schemas"]["UserInfo"];
-            acting_user?: null | components["schemas"]["UserInfo"];
-            /** @description The user's workspace. */
-            workspace: components["schemas"]["WorkspaceRef"];
             /**
              * Format: int64
              * @description Token expiry, integer epoch seconds.
              */
             expires_at: number;
+            /** @description The user the token authenticates. */
+            user: components["schemas"]["UserInfo"];
+            /** @description The user's workspace. */
+            workspace: components["schemas"]["WorkspaceRef"];
         };
         /** @description `{name, slug}` of a workspace. */
         WorkspaceRef: {

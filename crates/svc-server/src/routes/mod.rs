@@ -8,6 +8,7 @@ mod agents;
 mod credentials;
 mod import;
 mod projects;
+mod schemas;
 mod sessions;
 mod start;
 mod support;
@@ -120,6 +121,43 @@ impl Modify for StandardErrors {
     }
 }
 
+/// OpenAPI links from the operations that create resources to those that use them, so generated
+/// clients and stateful fuzzers can follow them: a session start or import to the session routes,
+/// a token mint to its revocation, an agent creation to the agent routes.
+struct ResourceLinks;
+
+impl Modify for ResourceLinks {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::link::LinkBuilder;
+        const SESSION_ROUTES: [&str; 6] =
+            ["get_session", "get_transcript", "get_usage", "get_timeline", "get_recording", "delete_session"];
+        let sources: [(&str, &str, &[&str], &str, &str); 4] = [
+            ("start_session", "200", &SESSION_ROUTES, "session_id", "$response.body#/session_id"),
+            ("import_session", "201", &SESSION_ROUTES, "session_id", "$response.body#/id"),
+            ("mint_token", "200", &["revoke_token"], "token_id", "$response.body#/token_id"),
+            ("create_agent", "201", &["get_agent", "update_agent", "delete_agent"], "name", "$response.body#/name"),
+        ];
+        for item in openapi.paths.paths.values_mut() {
+            for operation in
+                [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten()
+            {
+                let Some(id) = operation.operation_id.clone() else { continue };
+                for (source, status, targets, parameter, value) in &sources {
+                    if id != *source {
+                        continue;
+                    }
+                    let Some(RefOr::T(response)) = operation.responses.responses.get_mut(*status) else { continue };
+                    for target in *targets {
+                        let link = LinkBuilder::new().operation_id(*target).parameter(*parameter, *value).build();
+                        response.links.insert((*target).to_owned(), RefOr::T(link));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The API routes with their OpenAPI document.
 fn api() -> OpenApiRouter<App> {
     let external = OpenApiRouter::new()
@@ -184,19 +222,46 @@ async fn api_cors(request: axum::extract::Request, next: axum::middleware::Next)
 fn api_parts() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
     let (router, mut document) = api().split_for_parts();
     StandardErrors.modify(&mut document);
+    schemas::RuleSchemas.modify(&mut document);
+    ResourceLinks.modify(&mut document);
     (router, document)
 }
 
-/// The OpenAPI document of the API.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_parts().1
+/// The OpenAPI document of the API, as served.
+pub fn openapi() -> Value {
+    render(&api_parts().1)
+}
+
+/// The document as JSON. utoipa 5.5 serializes a link's `operationId` and `operationRef` in
+/// snake case, which no OpenAPI tool reads; they are renamed here.
+fn render(document: &utoipa::openapi::OpenApi) -> Value {
+    let mut value = serde_json::to_value(document).unwrap_or_default();
+    let responses = value["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .filter_map(|operation| operation.get_mut("responses").and_then(Value::as_object_mut))
+        .flat_map(|responses| responses.values_mut());
+    for response in responses {
+        let links = response.get_mut("links").and_then(Value::as_object_mut).into_iter().flat_map(|l| l.values_mut());
+        for link in links.filter_map(Value::as_object_mut) {
+            for (snake, camel) in [("operation_id", "operationId"), ("operation_ref", "operationRef")] {
+                if let Some(found) = link.remove(snake) {
+                    link.insert(camel.to_owned(), found);
+                }
+            }
+        }
+    }
+    value
 }
 
 /// The whole application router.
 pub fn router(app: App) -> Router {
     let (api_router, document) = api_parts();
     // Rendered once; each request shares the bytes.
-    let document_json = Bytes::from(serde_json::to_vec_pretty(&document).unwrap_or_default());
+    let document_json = Bytes::from(serde_json::to_vec_pretty(&render(&document)).unwrap_or_default());
     api_router
         .route(
             &format!("{API_PREFIX}/openapi.json"),
