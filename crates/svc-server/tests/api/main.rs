@@ -6,6 +6,7 @@ mod agents;
 mod auth;
 mod errors;
 mod import;
+mod matrix;
 mod scopes;
 mod sessions;
 mod start;
