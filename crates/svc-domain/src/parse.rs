@@ -113,6 +113,9 @@ impl<'a> Fields<'a> {
         if length == 0 {
             issues.push(&loc, "string_too_short", "String should have at least 1 character");
             None
+        } else if text.contains('\0') {
+            issues.push(&loc, NUL_ISSUE, NUL_MESSAGE);
+            None
         } else if length > max_chars {
             issues.push(&loc, "string_too_long", format!("String should have at most {max_chars} characters"));
             None
@@ -172,6 +175,11 @@ impl<'a> Fields<'a> {
         }
     }
 }
+
+/// Issue type of a text field holding U+0000.
+pub const NUL_ISSUE: &str = "string_nul_character";
+/// Its message. Postgres cannot store the character in text, so neither backend accepts it.
+pub const NUL_MESSAGE: &str = "String should not contain the NUL character (U+0000)";
 
 /// `f` as an `i64` when it is a whole number that fits.
 fn integral(f: Option<f64>) -> Option<i64> {

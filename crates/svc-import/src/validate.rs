@@ -57,6 +57,10 @@ impl Issues {
     fn optional_string(&mut self, value: Option<Value>, loc: Loc) -> Option<Option<String>> {
         match value {
             None | Some(Value::Null) => Some(None),
+            Some(Value::String(s)) if s.contains('\0') => {
+                self.add(loc, svc_domain::parse::NUL_ISSUE, svc_domain::parse::NUL_MESSAGE);
+                None
+            }
             Some(Value::String(s)) => Some(Some(s)),
             Some(_) => {
                 self.add(loc, "string_type", "Input should be a valid string");
@@ -91,6 +95,10 @@ impl Issues {
         let text = match map.remove("text") {
             None => {
                 self.missing(at("text"));
+                None
+            }
+            Some(Value::String(text)) if text.contains('\0') => {
+                self.add(at("text"), svc_domain::parse::NUL_ISSUE, svc_domain::parse::NUL_MESSAGE);
                 None
             }
             Some(Value::String(text)) => Some(text),

@@ -96,7 +96,14 @@ impl ApiError {
 
 impl From<svc_store::StoreError> for ApiError {
     fn from(error: svc_store::StoreError) -> Self {
-        ApiError::Internal(error.into())
+        match error {
+            // Not the request's fault and not a bug: say so, so clients retry.
+            svc_store::StoreError::Unavailable(cause) => {
+                tracing::warn!(error = %cause, "database unavailable");
+                ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The database is unavailable; retry with backoff")
+            }
+            other => ApiError::Internal(other.into()),
+        }
     }
 }
 

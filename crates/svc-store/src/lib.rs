@@ -25,7 +25,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, Executor};
+use sqlx::{AnyPool, Executor, Row};
 
 pub use agents::StoredAgent;
 pub use credentials::{ApiKeyRecord, NewToken, TokenKind, TokenRecord, UserRecord};
@@ -65,7 +65,11 @@ pub enum StoreError {
     /// Migrations failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    /// The database reported an error or could not be reached.
+    /// The database could not be reached (refused or dropped connections, no connection within
+    /// the pool's acquire timeout, a server shutting down): the request may succeed later.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// The database reported an error.
     #[error("database error: {0}")]
     Database(#[source] sqlx::Error),
 }
@@ -75,10 +79,27 @@ impl From<sqlx::Error> for StoreError {
         match &error {
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(db.message().to_owned()),
             sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => StoreError::Corrupt(error.to_string()),
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error),
+            // SQLSTATE class 08 (connection exception) and 57P01–57P03 (the server is shutting
+            // down or not accepting connections yet).
+            sqlx::Error::Database(db)
+                if db.code().is_some_and(|code| code.starts_with("08") || code.starts_with("57P0")) =>
+            {
+                StoreError::Unavailable(error)
+            }
             _ => StoreError::Database(error),
         }
     }
 }
+
+/// How long a query waits for a connection before the store reports [`StoreError::Unavailable`]:
+/// with the database down, every request fails within this bound instead of hanging, and the
+/// pool reconnects by itself once the database is back.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Result alias of the store.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -114,10 +135,8 @@ impl Store {
         let (pool, writer) = match backend {
             Backend::Sqlite => {
                 let sqlite_pool = |connections: u32| {
-                    AnyPoolOptions::new()
-                        .acquire_timeout(Duration::from_secs(10))
-                        .max_connections(connections)
-                        .after_connect(|conn, _meta| {
+                    AnyPoolOptions::new().acquire_timeout(ACQUIRE_TIMEOUT).max_connections(connections).after_connect(
+                        |conn, _meta| {
                             Box::pin(async move {
                                 conn.execute(
                                     "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 10000; \
@@ -126,7 +145,8 @@ impl Store {
                                 .await?;
                                 Ok(())
                             })
-                        })
+                        },
+                    )
                 };
                 // The writer connects first so WAL mode is set before any reader opens the file.
                 let writer = sqlite_pool(1).connect_with(options.clone()).await?;
@@ -135,7 +155,7 @@ impl Store {
             }
             Backend::Postgres => {
                 let pool = AnyPoolOptions::new()
-                    .acquire_timeout(Duration::from_secs(10))
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
                     .max_connections(16)
                     .connect_with(options)
                     .await?;
@@ -169,6 +189,17 @@ impl Store {
     pub async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    /// Checks the database file's structure (SQLite's `PRAGMA integrity_check`; Postgres keeps its
+    /// own). A database a crash left behind must pass this before it is trusted.
+    pub async fn check_integrity(&self) -> StoreResult<()> {
+        if self.backend != Backend::Sqlite {
+            return Ok(());
+        }
+        let rows = sqlx::query("PRAGMA integrity_check").fetch_all(&self.writer).await?;
+        let verdicts: Vec<String> = rows.iter().filter_map(|row| row.try_get::<String, _>(0).ok()).collect();
+        if verdicts == ["ok"] { Ok(()) } else { Err(StoreError::Corrupt(verdicts.join("; "))) }
     }
 
     /// Closes the pool, waiting for connections to be returned.

@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+// Text fields the server stores as text refuse U+0000 (Postgres cannot store it); their schemas
+// say so with the pattern `^[^\x00]*$`.
+
 /// Which kind of realtime credential `verify` saw. Open-ended on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -48,7 +51,7 @@ pub struct CredentialInfo {
 #[serde(deny_unknown_fields)]
 pub struct MintTokenRequest {
     /// The end user the token is bound to (1 to 256 chars).
-    #[schema(min_length = 1, max_length = 256)]
+    #[schema(min_length = 1, max_length = 256, pattern = r"^[^\x00]*$")]
     pub external_user_id: String,
     /// Lifetime, 60 to 86400 seconds; default 86400.
     #[serde(default)]
@@ -152,6 +155,7 @@ pub struct TranscriptTurn {
     /// Speaker.
     pub role: TranscriptRole,
     /// What was said.
+    #[schema(pattern = r"^[^\x00]*$")]
     pub text: String,
 }
 
@@ -219,9 +223,11 @@ pub struct ImportSessionRequest {
     pub ended_at: Option<f64>,
     /// Title.
     #[serde(default)]
+    #[schema(pattern = r"^[^\x00]*$")]
     pub title: Option<String>,
     /// Provider that served the call.
     #[serde(default)]
+    #[schema(pattern = r"^[^\x00]*$")]
     pub provider: Option<String>,
     /// At most 100,000 turns.
     #[serde(default)]
@@ -260,11 +266,11 @@ pub struct Timeline {
 #[serde(deny_unknown_fields)]
 pub struct SupportRequestCreate {
     /// What happened (1 to 20,000 chars).
-    #[schema(min_length = 1, max_length = 20000)]
+    #[schema(min_length = 1, max_length = 20000, pattern = r"^[^\x00]*$")]
     pub message: String,
     /// Short summary (at most 200 chars).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\x00]*$")]
     pub subject: Option<String>,
     /// A session the request is about (UUID); must be in the credential's project, else 404.
     #[serde(default)]
@@ -376,7 +382,7 @@ pub struct AgentConfig {
     pub instructions: Option<String>,
     /// Spoken first (1 to 4000 chars); may hold placeholders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1, max_length = 4000)]
+    #[schema(min_length = 1, max_length = 4000, pattern = r"^[^\x00]*$")]
     pub greeting: Option<String>,
     /// Model: alias, model id, or provider block (resolved against the model catalog at start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -418,7 +424,7 @@ pub struct AgentCreate {
     pub name: String,
     /// Human description (at most 2000 chars).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 2000)]
+    #[schema(min_length = 1, max_length = 2000, pattern = r"^[^\x00]*$")]
     pub description: Option<String>,
     /// The configuration.
     #[serde(default)]
@@ -431,7 +437,7 @@ pub struct AgentCreate {
 pub struct AgentUpdate {
     /// New description (at most 2000 chars); null clears it.
     #[serde(default, with = "double_option")]
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 2000)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 2000, pattern = r"^[^\x00]*$")]
     pub description: Option<Option<String>>,
     /// New configuration.
     #[serde(default)]
@@ -531,10 +537,10 @@ pub enum SessionConfigType {
 #[serde(deny_unknown_fields)]
 pub struct SdkDoc {
     /// SDK name (1 to 100 chars).
-    #[schema(min_length = 1, max_length = 100)]
+    #[schema(min_length = 1, max_length = 100, pattern = r"^[^\x00]*$")]
     pub name: String,
     /// SDK version (1 to 64 chars; compared as `major.minor.patch` against `--sdk-floors`).
-    #[schema(min_length = 1, max_length = 64)]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[^\x00]*$")]
     pub version: String,
 }
 
@@ -576,7 +582,7 @@ pub struct InlineAgentDoc {
     pub tools: Option<Vec<serde_json::Value>>,
     /// What the agent says first (1 to 4000 chars).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 4000)]
+    #[schema(min_length = 1, max_length = 4000, pattern = r"^[^\x00]*$")]
     pub greeting: Option<String>,
     /// How readily the user's voice interrupts the agent.
     #[serde(default)]
@@ -673,11 +679,11 @@ pub enum ProviderAliasDoc {
 pub struct VoiceDoc {
     /// The provider's voice name (1 to 200 chars).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\x00]*$")]
     pub name: Option<String>,
     /// How to speak (1 to 8192 chars).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 8192)]
+    #[schema(min_length = 1, max_length = 8192, pattern = r"^[^\x00]*$")]
     pub speaking_style: Option<String>,
 }
 

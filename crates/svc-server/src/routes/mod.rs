@@ -67,8 +67,9 @@ impl Modify for BearerAuth {
 }
 
 /// Documents the errors every operation of a kind can answer, so that no operation's own
-/// annotation can forget one: 401 (`{detail}`) and 403 on every authenticated operation, 413
-/// and 422 on every operation with a body, 422 on every operation with query parameters.
+/// annotation can forget one: 401 (`{detail}`), 403 and 503 (database unavailable) on every
+/// authenticated operation, 413 and 422 on every operation with a body, 422 on every operation
+/// with query parameters.
 /// An operation's own description of a status wins; this adds only what is missing.
 struct StandardErrors;
 
@@ -96,6 +97,10 @@ impl Modify for StandardErrors {
                     });
                     responses.entry("403".into()).or_insert_with(|| {
                         response("The credential may not use this operation (scope or kind)", "ErrorEnvelope")
+                    });
+                    // Every authenticated operation reads the database.
+                    responses.entry("503".into()).or_insert_with(|| {
+                        response("The database is unavailable; retry with backoff", "ErrorEnvelope")
                     });
                 }
                 if operation.request_body.is_some() {

@@ -37,6 +37,13 @@ fn string(min: usize, max: usize, description: &str) -> Value {
     json!({"type": "string", "minLength": min, "maxLength": max, "description": description})
 }
 
+/// A text field the server stores as text: it refuses U+0000, which Postgres cannot store.
+fn text(min: usize, max: usize, description: &str) -> Value {
+    let mut schema = string(min, max, description);
+    schema["pattern"] = json!("^[^\\x00]*$");
+    schema
+}
+
 fn nullable(mut schema: Value) -> Value {
     if let Some(kind) = schema.get("type").and_then(Value::as_str).map(str::to_owned) {
         schema["type"] = json!([kind, "null"]);
@@ -162,22 +169,22 @@ fn hook_doc() -> Value {
             "max_count": {"type": ["integer", "null"], "minimum": 1, "maximum": tools::HOOK_MAX_COUNT_MAX,
                 "description": "Most firings per stretch of silence (default 3)."},
             "reset_mode": {"type": ["string", "null"], "enum": ["never", "on_user_speech", null]},
-            "name": nullable(string(1, tools::HOOK_NAME_MAX_CHARS, "A label for the timeline.")),
+            "name": nullable(text(1, tools::HOOK_NAME_MAX_CHARS, "A label for the timeline.")),
         },
     })
 }
 
 fn hook_action_doc() -> Value {
-    let text = || string(1, tools::HOOK_TEXT_MAX_CHARS, "");
-    let optional_text = || nullable(text());
+    let said = || text(1, tools::HOOK_TEXT_MAX_CHARS, "");
+    let optional_text = || nullable(said());
     json!({
         "description": "`say` (spoken `text` verbatim, or a `prompt` for the model; at least one) or \
             `end_call` (an optional parting line).",
         "anyOf": [
             {"type": "object", "additionalProperties": false, "required": ["type", "text"],
-             "properties": {"type": {"type": "string", "enum": ["say"]}, "text": text(), "prompt": optional_text()}},
+             "properties": {"type": {"type": "string", "enum": ["say"]}, "text": said(), "prompt": optional_text()}},
             {"type": "object", "additionalProperties": false, "required": ["type", "prompt"],
-             "properties": {"type": {"type": "string", "enum": ["say"]}, "text": optional_text(), "prompt": text()}},
+             "properties": {"type": {"type": "string", "enum": ["say"]}, "text": optional_text(), "prompt": said()}},
             {"type": "object", "additionalProperties": false, "required": ["type"],
              "properties": {"type": {"type": "string", "enum": ["end_call"]}, "farewell": optional_text()}},
         ],
@@ -231,8 +238,8 @@ fn model_block_doc() -> Value {
             })),
             block(Provider::ProviderBMini, json!({})),
             block(Provider::ProviderBLive, json!({
-                "responses_model": nullable(string(1, model::RESPONSES_MODEL_MAX_CHARS, "")),
-                "responses_instructions": nullable(string(1, svc_domain::limits::INSTRUCTIONS_MAX_CHARS, "")),
+                "responses_model": nullable(text(1, model::RESPONSES_MODEL_MAX_CHARS, "")),
+                "responses_instructions": nullable(text(1, svc_domain::limits::INSTRUCTIONS_MAX_CHARS, "")),
                 "reasoning_effort": choice(wire_values!(model::ReasoningEffort)),
                 "verbosity": choice(wire_values!(model::Verbosity)),
                 "tool_choice": choice(wire_values!(model::ToolChoice)),

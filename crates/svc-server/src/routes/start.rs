@@ -50,7 +50,7 @@ pub(crate) const UPGRADE_PATH: &str = "/billing/plans";
         (status = 404, body = svc_wire::ErrorEnvelope, description = "`session.experimental.resume_session_id` names no session of the caller's project"),
         (status = 422, body = svc_wire::ErrorEnvelope, description = "`validation_error`, `invalid_tool_config`, `unknown_agent`, `agent_config_unavailable`, `greeting_too_long`, `model_unavailable`, `instructions_too_long`, `delegation_tools_unsupported`, `turn_detection_knob_mismatch`, `turn_detection_unsupported`, `thinking_level_unsupported`"),
         (status = 429, body = svc_wire::ErrorEnvelope, description = "`concurrent_session_limit` (limit, active) or `quota_exceeded` (meter, included, used, reset_at)"),
-        (status = 503, body = svc_wire::ErrorEnvelope, description = "Realtime backend unavailable (no code); retry with backoff"),
+        (status = 503, body = svc_wire::ErrorEnvelope, description = "Realtime backend, the provider's voice or the database unavailable (no code); retry with backoff"),
     )
 )]
 pub(crate) async fn start_session(

@@ -5,7 +5,10 @@ use svc_domain::Scope;
 
 use crate::common::TestApp;
 
-crate::on_both_backends!(support_requests_are_validated_and_stored);
+crate::on_both_backends!(
+    support_requests_are_validated_and_stored,
+    text_with_a_nul_character_is_refused_on_both_backends
+);
 
 async fn support_requests_are_validated_and_stored(t: TestApp) {
     let ws = t.workspace("acme").await;
@@ -35,4 +38,22 @@ async fn support_requests_are_validated_and_stored(t: TestApp) {
         1,
         "nothing stored for a rejected request"
     );
+}
+
+/// Postgres cannot store U+0000 in text; SQLite can. Both refuse it at the boundary (found by the
+/// API fuzzer as a 500 on Postgres).
+async fn text_with_a_nul_character_is_refused_on_both_backends(t: TestApp) {
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::SupportWrite, Scope::UserTokensMint]).await;
+    let error = t.post("/support/requests", Some(&key), json!({"message": "a\u{0}b"})).await.expect_error(422);
+    assert_eq!(error["errors"][0]["loc"], json!(["body", "message"]));
+    assert_eq!(error["errors"][0]["type"], "string_nul_character");
+    let error = t.post("/auth/token", Some(&key), json!({"external_user_id": "\u{0}"})).await.expect_error(422);
+    assert_eq!(error["errors"][0]["type"], "string_nul_character");
+    // Inside free-form JSON it is stored as the JSON escape, which both backends keep.
+    let created = t
+        .post("/support/requests", Some(&key), json!({"message": "ok", "diagnostics": {"raw": "a\u{0}b"}}))
+        .await
+        .expect(201);
+    assert_eq!(created["status"], "open");
 }
