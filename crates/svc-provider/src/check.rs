@@ -157,6 +157,7 @@ pub async fn run(
     }
     .await;
     shutdown.cancel();
+    // The check has its verdict; the task only has to be gone.
     let _ = tokio::time::timeout(Duration::from_secs(3), session.task).await;
     result.map(|()| report)
 }
@@ -188,20 +189,25 @@ fn fail_on(event: &ProviderEvent) -> Result<(), CheckError> {
 async fn send(input: &tokio::sync::mpsc::Sender<ProviderInput>, what: CheckInput, svc_vad: bool) {
     match what {
         CheckInput::Text(text) => {
+            // The session ended early; its verdict says why.
             let _ = input.send(ProviderInput::Text(text)).await;
         }
         CheckInput::Audio(pcm) => {
             if svc_vad {
+                // The session ended early; its verdict says why.
                 let _ = input.send(ProviderInput::ActivityStart).await;
             }
             for frame in pcm.chunks(960) {
+                // The session ended early; its verdict says why.
                 let _ = input.send(ProviderInput::Audio(frame.to_vec())).await;
             }
             if svc_vad {
+                // The session ended early; its verdict says why.
                 let _ = input.send(ProviderInput::ActivityEnd).await;
             }
             // Trailing silence lets server-side detectors end the turn.
             for _ in 0..75 {
+                // The session ended early; its verdict says why.
                 let _ = input.send(ProviderInput::Audio(vec![0; 960])).await;
             }
         }

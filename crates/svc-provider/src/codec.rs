@@ -88,6 +88,7 @@ pub trait Codec: Send + 'static {
     fn handle_timeout(&mut self, now: Instant);
     /// Progress of an [`HttpRequest`].
     fn handle_http(&mut self, now: Instant, id: u64, event: HttpEvent) {
+        // A codec without HTTP requests ignores their progress.
         let _ = (now, id, event);
     }
     /// Next thing to do on the wire.

@@ -209,6 +209,7 @@ impl Driver {
             }
         }
         if let Some(mut socket) = self.socket.take() {
+            // Best effort: the upstream may already be gone.
             let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
         }
         self.http_tasks.shutdown().await;
@@ -235,6 +236,7 @@ impl Driver {
                 Transmit::Connect(request) => {
                     // Close the old socket first: Gemini refuses a resume while it is open (§2.2).
                     if let Some(mut old) = self.socket.take() {
+                        // Best effort: the upstream may already be gone.
                         let _ = tokio::time::timeout(Duration::from_secs(2), old.close(None)).await;
                     }
                     self.connecting = Some(Box::pin(open(request, self.tls.clone())));
@@ -242,6 +244,7 @@ impl Driver {
                 Transmit::Close => {
                     self.connecting = None;
                     if let Some(mut socket) = self.socket.take() {
+                        // Best effort: the upstream may already be gone.
                         let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
                     }
                 }

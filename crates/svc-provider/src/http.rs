@@ -29,6 +29,7 @@ pub async fn post(request: HttpRequest, tls: Arc<rustls::ClientConfig>, tx: mpsc
         Ok(Err(message)) => HttpEvent::Failed(message),
         Err(_) => HttpEvent::Failed("timed out".to_owned()),
     };
+    // The session is gone: nobody is waiting for this request any more.
     let _ = tx.send((id, last)).await;
 }
 
@@ -44,6 +45,7 @@ async fn run(
     let host = url.host_str().ok_or("URL without host")?.to_owned();
     let port = url.port_or_known_default().ok_or("URL without port")?;
     let tcp = TcpStream::connect((host.as_str(), port)).await.map_err(|error| error.to_string())?;
+    // Best effort: an option the OS may refuse.
     let _ = tcp.set_nodelay(true);
     let stream: Box<dyn Io> = if url.scheme() == "https" {
         let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|error| error.to_string())?;
@@ -73,6 +75,7 @@ async fn run(
     let http_request = builder.body(Full::new(Bytes::from(request.body))).map_err(|error| error.to_string())?;
     let response = sender.send_request(http_request).await.map_err(|error| error.to_string())?;
     let status = response.status().as_u16();
+    // The session is gone: nobody is waiting for this request any more.
     let _ = tx.send((request.id, HttpEvent::Status(status))).await;
     let streaming = response
         .headers()
@@ -92,6 +95,7 @@ async fn run(
         buffer.extend_from_slice(&data);
         if streaming {
             for event in take_events(&mut buffer) {
+                // The session is gone: nobody is waiting for this request any more.
                 let _ = tx.send((request.id, HttpEvent::Data(event))).await;
             }
         }
@@ -99,9 +103,11 @@ async fn run(
     if streaming {
         buffer.extend_from_slice(b"\n\n");
         for event in take_events(&mut buffer) {
+            // The session is gone: nobody is waiting for this request any more.
             let _ = tx.send((request.id, HttpEvent::Data(event))).await;
         }
     } else if !buffer.is_empty() {
+        // The session is gone: nobody is waiting for this request any more.
         let _ = tx.send((request.id, HttpEvent::Data(String::from_utf8_lossy(&buffer).into_owned()))).await;
     }
     driver.abort();

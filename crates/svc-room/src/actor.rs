@@ -99,12 +99,14 @@ impl RoomActor {
                     signals.insert(key, signal);
                     let joined = self.core.join_remote(now, unix_ms(), request);
                     debug_assert_eq!(key, joined);
+                    // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
                 }
                 Some(RoomCommand::JoinLocal { request, outputs, reply }) => {
                     let key = self.core.next_key_hint();
                     locals.insert(key, outputs);
                     let joined = self.core.join_local(now, unix_ms(), request);
+                    // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
                 }
                 Some(RoomCommand::Signal { key, message }) => self.core.handle_signal(now, key, message),
@@ -113,6 +115,7 @@ impl RoomActor {
                     self.core.handle_receive(received_at.min(now), key, role, source, destination, &contents);
                 }
                 Some(RoomCommand::Local { key, command, reply }) => {
+                    // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(self.core.handle_local(now, key, command));
                 }
                 Some(RoomCommand::Close { reason }) => {

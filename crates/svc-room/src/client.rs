@@ -450,6 +450,7 @@ impl RoomClient {
     /// Leaves the room (a leave with CLIENT_INITIATED, then the WebSocket close) and waits up
     /// to two seconds for the IO task to finish.
     pub async fn leave(mut self) {
+        // The client task already ended: it has left.
         let _ = self.commands.send(Command::Leave).await;
         if let Some(task) = self.task.take() {
             let abort = task.abort_handle();
@@ -712,11 +713,14 @@ impl Shell {
         self.core.disconnect();
         let error = outcome.clone().unwrap_or(ClientError::Closed);
         if let Some(ready) = self.ready.take() {
+            // The caller gave up waiting; nothing to tell it.
             let _ = ready.send(Err(error.clone()));
         }
         if let Some(reply) = self.publish_reply.take() {
+            // The caller gave up waiting; nothing to tell it.
             let _ = reply.send(Err(error));
         }
+        // A reader that stopped reading does not need the close event.
         let _ = self.events.try_send(ClientEvent::Closed { error: outcome });
     }
 
@@ -724,8 +728,10 @@ impl Shell {
         match command {
             Command::PublishAudio { name, reply } => {
                 if self.publish_reply.is_some() {
+                    // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(Err(ClientError::AlreadyPublished));
                 } else if let Err(error) = self.core.publish_audio(now, name) {
+                    // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(Err(error));
                 } else {
                     self.publish_reply = Some(reply);
@@ -733,9 +739,11 @@ impl Shell {
             }
             Command::WriteAudio { rtp_timestamp, opus } => self.core.write_audio(now, rtp_timestamp, opus),
             Command::SendData { packet, reply } => {
+                // The caller gave up waiting; nothing to tell it.
                 let _ = reply.send(self.core.send_data(now, packet));
             }
             Command::Stats { reply } => {
+                // The caller gave up waiting; nothing to tell it.
                 let _ = reply.send(self.core.stats);
             }
             Command::Leave => self.core.leave(),
@@ -800,11 +808,13 @@ impl Shell {
                 }
                 ClientOutput::Ready => {
                     if let Some(ready) = self.ready.take() {
+                        // The caller gave up waiting; nothing to tell it.
                         let _ = ready.send(Ok(()));
                     }
                 }
                 ClientOutput::Published(result) => {
                     if let Some(reply) = self.publish_reply.take() {
+                        // The caller gave up waiting; nothing to tell it.
                         let _ = reply.send(result);
                     }
                 }
@@ -1456,6 +1466,7 @@ impl ClientCore {
             }
             _ => {}
         }
+        // The signature is the sans-IO contract; this step needs no time.
         let _ = now;
     }
 

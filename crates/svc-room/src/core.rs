@@ -722,6 +722,7 @@ impl RoomCore {
             // LiveKit answers nothing here either: the client's publish times out with its own
             // clear error ("publication of local track timed out"). The log says why.
             tracing::info!(room = %self.name, identity = %participant.identity, audio, "add_track refused");
+            // The signature is the sans-IO contract; this step needs no time.
             let _ = now;
             return;
         }
@@ -762,6 +763,7 @@ impl RoomCore {
         track.info.muted = mute.muted;
         participant.version += 1;
         self.broadcast_update(key, true);
+        // The signature is the sans-IO contract; this step needs no time.
         let _ = now;
     }
 
@@ -817,6 +819,7 @@ impl RoomCore {
         if broadcast {
             self.broadcast_update(key, true);
         }
+        // The signature is the sans-IO contract; this step needs no time.
         let _ = now;
     }
 
@@ -855,11 +858,15 @@ impl RoomCore {
             match &mut participant.body {
                 Body::Remote(remote) => {
                     if remote.publisher_timeout <= now {
-                        let _ = remote.publisher.handle_input(Input::Timeout(now));
+                        if let Err(error) = remote.publisher.handle_input(Input::Timeout(now)) {
+                            tracing::warn!(room = %self.name, identity = %participant.identity, %error, "publisher timeout failed");
+                        }
                         self.dirty.push((key, PcRole::Publisher));
                     }
                     if remote.subscriber_timeout <= now {
-                        let _ = remote.subscriber.handle_input(Input::Timeout(now));
+                        if let Err(error) = remote.subscriber.handle_input(Input::Timeout(now)) {
+                            tracing::warn!(room = %self.name, identity = %participant.identity, %error, "subscriber timeout failed");
+                        }
                         self.dirty.push((key, PcRole::Subscriber));
                     }
                     // In case a low-buffer event was missed, the timers also drain the backlog.
@@ -1265,6 +1272,7 @@ impl RoomCore {
             }),
         });
         self.mark_dirty(key, PcRole::Subscriber);
+        // The signature is the sans-IO contract; this step needs no time.
         let _ = now;
     }
 
@@ -1415,6 +1423,7 @@ impl RoomCore {
                 }
             }
         }
+        // The signature is the sans-IO contract; this step needs no time.
         let _ = now;
     }
 

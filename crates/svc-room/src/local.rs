@@ -455,6 +455,7 @@ fn handle_rpc(
             let handler = lock(rpc).handlers.get(&request.method).cloned();
             tokio::spawn(async move {
                 let ack = proto::data_packet::Value::RpcAck(proto::RpcAck { request_id: request.id.clone() });
+                // The room is closing; the acknowledgement has nobody to reach.
                 let _ = send_command(
                     &commands,
                     key,
@@ -492,6 +493,7 @@ fn handle_rpc(
                     request_id: request.id,
                     value: Some(value),
                 });
+                // The room is closing; the response has nobody to reach.
                 let _ =
                     send_command(&commands, key, LocalCommand::SendRpc { destination: from_identity, value: response })
                         .await;
@@ -503,6 +505,7 @@ fn handle_rpc(
                 && call.destination == from_identity
                 && let Some(acked) = call.acked.take()
             {
+                // The caller gave up waiting; nothing to tell it.
                 let _ = acked.send(());
             }
         }
@@ -513,6 +516,7 @@ fn handle_rpc(
                     return;
                 }
                 if let Some(acked) = call.acked.take() {
+                    // The caller gave up waiting; nothing to tell it.
                     let _ = acked.send(());
                 }
                 let result = match response.value {
@@ -525,6 +529,7 @@ fn handle_rpc(
                     }
                 };
                 if let Some(response) = call.response.take() {
+                    // The caller gave up waiting; nothing to tell it.
                     let _ = response.send(result);
                 }
             }

@@ -171,7 +171,9 @@ fn now_ms() -> i64 {
 }
 
 async fn close_with(mut socket: WebSocket, leave_message: proto::signal_response::Message, code: u16, reason: &str) {
+    // Best effort: the peer may already be gone.
     let _ = socket.send(encode(leave_message)).await;
+    // Best effort: the peer may already be gone.
     let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
 }
 
@@ -208,6 +210,7 @@ async fn serve_connection(server: RoomServer, socket: WebSocket, admission: Admi
                 return;
             }
         }
+        // Best effort: the peer may already be gone.
         let _ = sink.send(Message::Close(Some(CloseFrame { code: 1000, reason: "".into() }))).await;
     });
 
@@ -234,6 +237,7 @@ async fn serve_connection(server: RoomServer, socket: WebSocket, admission: Admi
             Ok(None) | Err(_) => {
                 malformed += 1;
                 if malformed >= MAX_MALFORMED_FRAMES {
+                    // The writer is gone: the connection is closing anyway.
                     let _ = replies.send(leave(LeaveReason::StateMismatch, false)).await;
                     break LeaveReason::StateMismatch;
                 }
@@ -242,14 +246,21 @@ async fn serve_connection(server: RoomServer, socket: WebSocket, admission: Admi
         };
         use proto::signal_request::Message as M;
         match message {
+            // A pong is not worth blocking the reader for; one dropped on a full reply queue is
+            // logged (the client's next ping gets one).
             M::Ping(_) => {
-                let _ = replies.try_send(proto::signal_response::Message::Pong(now_ms()));
+                if replies.try_send(proto::signal_response::Message::Pong(now_ms())).is_err() {
+                    tracing::debug!("pong dropped: the signal reply queue is full or closed");
+                }
             }
             M::PingReq(ping) => {
-                let _ = replies.try_send(proto::signal_response::Message::PongResp(proto::Pong {
+                let pong = proto::signal_response::Message::PongResp(proto::Pong {
                     last_ping_timestamp: ping.timestamp,
                     timestamp: now_ms(),
-                }));
+                });
+                if replies.try_send(pong).is_err() {
+                    tracing::debug!("pong dropped: the signal reply queue is full or closed");
+                }
             }
             M::Leave(_) => break LeaveReason::ClientInitiated,
             other => {
@@ -280,6 +291,7 @@ impl RoomLink {
     }
 
     async fn signal_closed(&self, key: Key, reason: LeaveReason) {
+        // The room is gone: nobody to tell.
         let _ = self.sender.send(crate::actor::RoomCommand::SignalClosed { key, reason }).await;
     }
 }

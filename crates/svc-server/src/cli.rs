@@ -254,6 +254,7 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
+            // Stderr is gone: nowhere left to report to.
             let _ = error.print();
             return match error.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => ExitCode::SUCCESS,
@@ -347,6 +348,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             .context("provisioning the dev workspace")?;
         tracing::info!(workspace = %credential.workspace, key_id = %credential.key_id,
             "dev workspace: the playground signs in with this run's key (loopback only; --dev-workspace off disables)");
+        // Set once, at start, before anyone reads it.
         let _ = app.dev_credential.set(credential);
     } else if app.config.listen.ip().is_loopback() {
         tracing::info!("dev workspace: off (--dev-workspace off); the playground asks for a credential");
@@ -354,7 +356,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!("dev workspace: off (not a loopback listen address); the playground asks for a credential");
     }
     let voice: Vec<&str> =
-        crate::config::PROVIDER_ALIASES.iter().copied().filter(|alias| app.config.voice_available(alias)).collect();
+        crate::config::provider_aliases().into_iter().filter(|alias| app.config.voice_available(alias)).collect();
     if voice.is_empty() {
         tracing::warn!(
             "no provider key is set: sessions will be refused; set GEMINI_API_KEY, OPENAI_API_KEY or XAI_API_KEY"
@@ -387,6 +389,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(joined) => joined.context("server task")?.context("server")?,
         Err(_) => tracing::warn!("grace period over; dropping remaining connections"),
     }
+    // The reaper logs its own failures; only its end matters here.
     let _ = reaper.await;
     app.store.close().await;
     tracing::info!("stopped");
@@ -400,7 +403,11 @@ fn wait_for_signal() -> impl std::future::Future<Output = ()> {
     let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     async move {
         let ctrl_c = async {
-            let _ = tokio::signal::ctrl_c().await;
+            if tokio::signal::ctrl_c().await.is_err() {
+                // No SIGINT handler could be installed: wait for SIGTERM alone instead of
+                // shutting down at once.
+                std::future::pending::<()>().await;
+            }
         };
         #[cfg(unix)]
         let terminate = async move {
@@ -551,9 +558,9 @@ fn apply_settings(mut settings: WorkspaceSettings, set: &WorkspaceSet) -> anyhow
             let aliases: Vec<String> =
                 list.split(',').map(|alias| alias.trim().to_owned()).filter(|a| !a.is_empty()).collect();
             if let Some(unknown) =
-                aliases.iter().find(|alias| !crate::config::PROVIDER_ALIASES.contains(&alias.as_str()))
+                aliases.iter().find(|alias| !crate::config::provider_aliases().contains(&alias.as_str()))
             {
-                bail!("unknown provider alias `{unknown}` (known: {})", crate::config::PROVIDER_ALIASES.join(", "));
+                bail!("unknown provider alias `{unknown}` (known: {})", crate::config::provider_aliases().join(", "));
             }
             Some(aliases)
         };

@@ -192,9 +192,11 @@ impl ProviderKeys {
     }
 }
 
-/// Provider aliases of the contract.
-pub const PROVIDER_ALIASES: [&str; 5] =
-    ["provider_a", "provider_b", "provider_b_mini", "provider_b_live", "provider_c"];
+/// Provider aliases of the contract, in the order of the model module's `Provider` (the one list
+/// of them: a provider is added there).
+pub fn provider_aliases() -> Vec<&'static str> {
+    svc_domain::model::Provider::ALL.iter().map(|provider| provider.as_str()).collect()
+}
 
 /// The validated configuration.
 #[derive(Debug, Clone)]
@@ -379,8 +381,8 @@ impl ConfigArgs {
         let log_filter = self.log.unwrap_or_else(|| "info".to_owned());
         tracing_subscriber::EnvFilter::try_new(&log_filter).map_err(|error| invalid("--log", error.to_string()))?;
         let default_provider = self.default_provider.unwrap_or_else(|| "provider_a".to_owned());
-        if !PROVIDER_ALIASES.contains(&default_provider.as_str()) {
-            return Err(invalid("--default-provider", format!("must be one of {}", PROVIDER_ALIASES.join(", "))));
+        if !provider_aliases().contains(&default_provider.as_str()) {
+            return Err(invalid("--default-provider", format!("must be one of {}", provider_aliases().join(", "))));
         }
         let room_url_text = self.room_url.unwrap_or_else(|| {
             let scheme = if public_url.scheme() == "https" { "wss" } else { "ws" };

@@ -49,6 +49,7 @@ pub async fn run_with_room(
     // Nagle off, as LiveKit's own server (Go's default) has it: signalling answers and small REST
     // replies written back to back must not wait for the peer's delayed acknowledgement.
     let listener = listener.tap_io(|tcp| {
+        // Best effort: an option the OS may refuse.
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await

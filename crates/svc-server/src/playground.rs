@@ -23,7 +23,7 @@ use svc_domain::scope::{Scope, ScopeSet};
 use svc_store::{Store, StoreError};
 
 use crate::app::{App, now_us};
-use crate::config::{Config, PROVIDER_ALIASES};
+use crate::config::{Config, provider_aliases};
 
 /// Slug of the development workspace.
 pub const DEV_WORKSPACE_SLUG: &str = "dev";
@@ -173,8 +173,8 @@ async fn get_dev_credential(State(app): State<App>, request: Request) -> Respons
     if !local_request(request.headers()) {
         return not_here();
     }
-    let providers: Vec<_> = PROVIDER_ALIASES
-        .iter()
+    let providers: Vec<_> = provider_aliases()
+        .into_iter()
         .map(|alias| {
             let family = svc_domain::model::Provider::from_wire(alias)
                 .and_then(|provider| app.config.model_catalog.alias(provider))

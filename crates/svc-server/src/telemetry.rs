@@ -18,6 +18,7 @@ pub fn init(format: LogFormat, filter: &str) {
         .with_writer(std::io::stderr)
         // Colour codes only on a terminal: log files and collectors get plain text.
         .with_ansi(std::io::stderr().is_terminal());
+    // A subscriber already set (tests) keeps logging.
     let _ = match format {
         LogFormat::Pretty => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),

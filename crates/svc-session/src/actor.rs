@@ -203,6 +203,7 @@ impl<R: AgentRoom> SessionActor<R> {
                 }
             }
             input => {
+                // The provider task ended; its end event follows.
                 let _ = self.provider.input.send(input).await;
             }
         }
@@ -256,6 +257,7 @@ impl<R: AgentRoom> SessionActor<R> {
             AgentRoomEvent::ToolResult(call) => {
                 let answer =
                     self.core.handle_tool_result(now, &call.caller, &call.payload).map_err(|r| r.message().to_owned());
+                // The caller gave up waiting; nothing to tell it.
                 let _ = call.reply.send(answer);
             }
             AgentRoomEvent::Gone => self.core.handle_room_closed(now),

@@ -105,11 +105,13 @@ impl Persister {
         let batch = std::mem::take(&mut self.pending);
         let (done, written) = oneshot::channel();
         if self.tx.send(Write::Finish(batch, Box::new(record), done)).await.is_ok() {
+            // The writer reports its own failures; only its end matters here.
             let _ = written.await;
         } else {
             tracing::error!(session.id = %self.session_id, "the session's writer task is gone; its end was not stored");
         }
         if let Some(task) = self.task.take() {
+            // The writer reports its own failures; only its end matters here.
             let _ = task.await;
         }
     }
@@ -136,6 +138,7 @@ async fn run(store: Store, session_id: String, mut rx: mpsc::Receiver<Write>) {
             Write::Finish(batch, record, done) => {
                 write_batch(&store, &session_id, batch).await;
                 finish(&store, &session_id, *record).await;
+                // The caller gave up waiting; nothing to tell it.
                 let _ = done.send(());
                 return;
             }

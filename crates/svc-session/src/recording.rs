@@ -186,7 +186,11 @@ impl RecordingFile {
     /// Gives up on the recording (the file is removed).
     pub fn discard(self) {
         drop(self.file);
-        let _ = std::fs::remove_file(&self.partial);
+        if let Err(error) = std::fs::remove_file(&self.partial)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.partial.display(), %error, "could not remove a discarded recording");
+        }
     }
 }
 

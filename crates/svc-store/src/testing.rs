@@ -68,12 +68,14 @@ impl Drop for TestDatabase {
                 };
                 runtime.block_on(async {
                     if let Ok(mut admin) = sqlx::PgConnection::connect(&admin_url).await {
+                        // Test cleanup: a database left behind is harmless.
                         let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
                             .execute(&mut admin)
                             .await;
                     }
                 });
             });
+            // Test cleanup: a database left behind is harmless.
             let _ = dropper.join();
         }
     }

@@ -294,6 +294,37 @@ fn shipped_code_neither_unwraps_nor_claims_the_unreachable() {
 }
 
 #[test]
+fn shipped_code_says_why_it_ignores_a_result() {
+    // `let _ =` throws a result away. Where that is right (a reply to a receiver that is gone, a
+    // best-effort close) a comment on the line or the line above says so in a word; everything
+    // else is logged or counted instead.
+    let crates = workspace().join("crates");
+    let mut found = Vec::new();
+    for source in sources() {
+        let krate = source.path.split('/').next().unwrap_or_default();
+        if !SHIPPED.contains(&krate) {
+            continue;
+        }
+        let raw = std::fs::read_to_string(crates.join(&source.path)).expect("read");
+        let raw: Vec<&str> = raw.lines().collect();
+        for (number, line) in source.lines.iter().enumerate() {
+            if !line.contains("let _ =") {
+                continue;
+            }
+            let explained = raw.get(number).is_some_and(|l| l.contains("//"))
+                || number
+                    .checked_sub(1)
+                    .and_then(|above| raw.get(above))
+                    .is_some_and(|l| l.trim_start().starts_with("//"));
+            if !explained {
+                found.push(format!("crates/{}:{}: {}", source.path, number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "results thrown away without a word of why ({}):\n{}", found.len(), found.join("\n"));
+}
+
+#[test]
 fn the_rules_see_the_code() {
     // The scanner found sources, and it drops comments and test modules as it claims.
     let sources = sources();

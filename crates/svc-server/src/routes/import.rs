@@ -129,7 +129,10 @@ pub(crate) async fn import_session(
     };
     if let Err(error) = app.store.insert_imported_session(&session, &turns, &[event], artifact.as_ref()).await {
         if let Some(artifact) = &artifact {
-            let _ = tokio::fs::remove_file(app.config.data_dir.join(&artifact.path)).await;
+            let spooled = app.config.data_dir.join(&artifact.path);
+            if let Err(cleanup) = tokio::fs::remove_file(&spooled).await {
+                tracing::warn!(path = %spooled.display(), error = %cleanup, "could not remove the audio of an import that failed");
+            }
         }
         return Err(error.into());
     }

@@ -344,6 +344,7 @@ impl Playback {
         }
         // The encoder's history belongs to audio nobody will hear.
         if let Some(encoder) = self.encoder.as_mut() {
+            // A reset that fails leaves only stale history, as no reset would.
             let _ = encoder.reset();
         }
         dropped
