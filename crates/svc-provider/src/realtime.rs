@@ -239,6 +239,8 @@ pub struct RealtimeCodec {
     followup_needed: bool,
     event_seq: u64,
     muted: bool,
+    /// An event without its `item_id` failed the current turn (reported once per turn).
+    missing_item_reported: bool,
 }
 
 impl RealtimeCodec {
@@ -273,6 +275,7 @@ impl RealtimeCodec {
             followup_needed: false,
             event_seq: 0,
             muted: false,
+            missing_item_reported: false,
         }
     }
 
@@ -627,8 +630,20 @@ impl RealtimeCodec {
         }
     }
 
-    fn user_item_start(&mut self, event: &Value) -> u64 {
-        let id = event.get("item_id").and_then(Value::as_str).unwrap_or("");
+    /// The event's `item_id`. One missing (or empty) fails the turn, reported once per turn; the
+    /// event is then ignored rather than filed under an empty id (where its text or audio would
+    /// mix with another broken event's, and a truncate would name no item).
+    fn item_id(&mut self, event: &Value) -> Option<String> {
+        let id = event.get("item_id").and_then(Value::as_str).filter(|id| !id.is_empty()).map(str::to_owned);
+        if id.is_none() && !self.missing_item_reported {
+            self.missing_item_reported = true;
+            let kind = event.get("type").and_then(Value::as_str).unwrap_or("an event");
+            self.core.error(false, "missing_item_id", format!("{kind} without an item_id; this turn is incomplete"));
+        }
+        id
+    }
+
+    fn user_item_start(&self, id: &str) -> u64 {
         match self.user_items.get(id) {
             Some((ms, _)) => *ms,
             None => self.last_speech_started_ms,
@@ -636,8 +651,8 @@ impl RealtimeCodec {
     }
 
     fn on_user_transcript(&mut self, kind: &str, event: &Value) {
-        let speech_started_ms = self.user_item_start(event);
-        let id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let Some(id) = self.item_id(event) else { return };
+        let speech_started_ms = self.user_item_start(&id);
         match kind {
             "delta" => {
                 let delta = event.get("delta").and_then(Value::as_str).unwrap_or("");
@@ -682,7 +697,7 @@ impl RealtimeCodec {
             self.core.error(false, "bad_audio", "undecodable audio delta");
             return;
         };
-        let item_id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let Some(item_id) = self.item_id(event) else { return };
         self.ensure_item(&item_id);
         if let Some(item) = self.assistant.as_mut() {
             item.samples += pcm.len() as u64;
@@ -791,6 +806,7 @@ impl RealtimeCodec {
             }
             "response.created" => {
                 self.response_active = true;
+                self.missing_item_reported = false;
                 self.create_in_flight = None;
                 self.response_started_ms = self.core.ms(now);
                 self.core.emit(ProviderEvent::ResponseStarted);
@@ -806,7 +822,7 @@ impl RealtimeCodec {
             "response.output_audio.delta" | "response.audio.delta" => self.on_audio_delta(now, event),
             "response.output_audio_transcript.delta" | "response.audio_transcript.delta" => {
                 let delta = event.get("delta").and_then(Value::as_str).unwrap_or("").to_owned();
-                let item_id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+                let Some(item_id) = self.item_id(event) else { return };
                 self.ensure_item(&item_id);
                 let truncated = self.assistant.as_mut().is_some_and(|item| {
                     if !item.truncated {
@@ -823,7 +839,7 @@ impl RealtimeCodec {
                 }
             }
             "response.output_audio_transcript.done" | "response.audio_transcript.done" => {
-                let item_id = event.get("item_id").and_then(Value::as_str).unwrap_or("").to_owned();
+                let Some(item_id) = self.item_id(event) else { return };
                 self.ensure_item(&item_id);
                 if let Some(item) = self.assistant.as_mut()
                     && !item.truncated

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::model;
 use serde_json::json;
 use svc_domain::model::{ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBlock};
-use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
+use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 use svc_provider::codec::{Codec, ConnectFailure, ConnectRequest, Transmit};
 use svc_provider::gemini::GeminiCodec;
 use svc_provider::gpt_live::{Backend, GptLiveCodec};
@@ -281,4 +281,40 @@ fn a_turn_typed_while_the_user_speaks_is_answered_when_they_stop() {
     );
     let (transmits, _) = drain(&mut codec);
     assert!(transmits.iter().any(|t| matches!(t, Transmit::Text(text) if text.contains("response.create"))));
+}
+
+#[test]
+fn an_event_without_its_item_id_fails_the_turn_once_and_is_not_filed_under_an_empty_id() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    codec.handle_upstream_message(t0, r#"{"type":"response.created","response":{"id":"r1"}}"#);
+    drain(&mut codec);
+    // Two deltas without an item_id: one non-fatal error for the turn, no audio, no transcript.
+    let pcm = "AAAAAAAAAAAAAAAAAAAAAA==";
+    for _ in 0..2 {
+        codec.handle_upstream_message(t0, &format!(r#"{{"type":"response.output_audio.delta","delta":"{pcm}"}}"#));
+        codec.handle_upstream_message(t0, r#"{"type":"response.output_audio_transcript.delta","delta":"lost"}"#);
+    }
+    let (_, events) = drain(&mut codec);
+    let errors: Vec<&ProviderError> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProviderEvent::Error(error) => Some(error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 1, "{events:?}");
+    assert_eq!((errors[0].fatal, errors[0].code.as_str()), (false, "missing_item_id"));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ProviderEvent::AssistantAudio { .. } | ProviderEvent::AssistantTranscript { .. }))
+    );
+    // The same turn's well-formed events still play.
+    codec.handle_upstream_message(
+        t0,
+        &format!(r#"{{"type":"response.output_audio.delta","item_id":"a1","delta":"{pcm}"}}"#),
+    );
+    let (_, events) = drain(&mut codec);
+    assert!(events.iter().any(|e| matches!(e, ProviderEvent::AssistantAudio { .. })), "{events:?}");
 }
