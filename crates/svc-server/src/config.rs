@@ -92,6 +92,23 @@ pub struct ConfigArgs {
     /// [default: auto].
     #[arg(long, global = true, env = "SVC_DEV_WORKSPACE", value_name = "auto|off")]
     pub dev_workspace: Option<DevWorkspace>,
+    /// Directory of the local provider's models (`svc models install` fills it) [default:
+    /// <data-dir>/models].
+    #[arg(long, global = true, env = "SVC_LOCAL_MODELS", value_name = "DIR")]
+    pub local_models: Option<PathBuf>,
+    /// An OpenAI-compatible API (llama.cpp server, Ollama, vLLM; e.g. http://127.0.0.1:8081/v1)
+    /// that writes the local provider's replies instead of the embedded SmolLM2.
+    #[arg(long, global = true, env = "SVC_LOCAL_LLM_URL", value_name = "URL")]
+    pub local_llm_url: Option<String>,
+    /// The `model` sent to --local-llm-url [default: local].
+    #[arg(long, global = true, env = "SVC_LOCAL_LLM_MODEL", value_name = "NAME")]
+    pub local_llm_model: Option<String>,
+    /// Bearer token for --local-llm-url, if it wants one.
+    #[arg(long, global = true, env = "SVC_LOCAL_LLM_KEY", value_name = "KEY", hide_env_values = true)]
+    pub local_llm_key: Option<String>,
+    /// Most local-provider sessions at once; further starts get 503 [default: 2].
+    #[arg(long, global = true, env = "SVC_LOCAL_CAPACITY", value_name = "N")]
+    pub local_capacity: Option<usize>,
 }
 
 /// Whether `svc serve` provisions the local development workspace.
@@ -238,6 +255,8 @@ pub struct Config {
     /// Whether `svc serve` keeps the `dev` workspace and hands its key to the playground: `auto`
     /// on a loopback listen address, never on any other.
     pub dev_workspace: bool,
+    /// The local provider's models and capacity, shared by the start gate and the runtime.
+    pub local: std::sync::Arc<svc_local::LocalEngines>,
 }
 
 /// Where clients join media rooms, and the key room tokens are signed with.
@@ -346,6 +365,11 @@ impl ConfigArgs {
             sdk_floors: self.sdk_floors.clone().or(file.sdk_floors),
             node_id: self.node_id.clone().or(file.node_id),
             dev_workspace: self.dev_workspace.or(file.dev_workspace),
+            local_models: self.local_models.clone().or(file.local_models),
+            local_llm_url: self.local_llm_url.clone().or(file.local_llm_url),
+            local_llm_model: self.local_llm_model.clone().or(file.local_llm_model),
+            local_llm_key: self.local_llm_key.clone().or(file.local_llm_key),
+            local_capacity: self.local_capacity.or(file.local_capacity),
         };
         let keys = ProviderKeys::from_env().map_err(|error| invalid("provider base URL", error.to_string()))?;
         merged.validate(keys)
@@ -457,7 +481,16 @@ impl ConfigArgs {
                 .ok_or_else(|| invalid("--sdk-floors", format!("`{version}` is not a version like 1.2.3")))?;
             sdk_floors.push(SdkFloor { name: name.trim().to_owned(), min_version });
         }
+        let local = local_config(
+            &data_dir,
+            self.local_models,
+            self.local_llm_url,
+            self.local_llm_model,
+            self.local_llm_key,
+            self.local_capacity,
+        )?;
         Ok(Config {
+            local: svc_local::LocalEngines::new(local),
             room: RoomConfig {
                 url: room_url,
                 api_key: room_api_key,
@@ -498,7 +531,16 @@ impl Config {
     pub fn voice_available(&self, alias: &str) -> bool {
         svc_domain::model::Provider::from_wire(alias)
             .and_then(|provider| self.model_catalog.alias(provider))
-            .is_some_and(|entry| self.provider_keys.has_family(&entry.family))
+            .is_some_and(|entry| self.family_available(&entry.family))
+    }
+
+    /// Whether sessions of a catalog family can run here: a key for an upstream family, the
+    /// installed models for the local one.
+    pub fn family_available(&self, family: &str) -> bool {
+        if family == svc_local::FAMILY {
+            return self.local.installed().is_ok();
+        }
+        self.provider_keys.has_family(family)
     }
 
     /// Creates the data directory and its subdirectories; a directory that cannot be created is
@@ -548,8 +590,52 @@ impl Config {
             sdk_floors: Vec::new(),
             node_id: "test-node".to_owned(),
             dev_workspace: false,
+            local: svc_local::LocalEngines::new(svc_local::LocalConfig {
+                models: svc_local::ModelsDir::new(data_dir.join("models")),
+                brain: svc_local::Brain::Embedded,
+                capacity: svc_local::engines::DEFAULT_CAPACITY,
+            }),
         }
     }
+}
+
+/// The local provider's settings from the flags.
+fn local_config(
+    data_dir: &Path,
+    models: Option<PathBuf>,
+    llm_url: Option<String>,
+    llm_model: Option<String>,
+    llm_key: Option<String>,
+    capacity: Option<usize>,
+) -> Result<svc_local::LocalConfig, ConfigError> {
+    let models = svc_local::ModelsDir::new(models.unwrap_or_else(|| data_dir.join("models")));
+    let brain = match llm_url.as_deref().map(str::trim).filter(|url| !url.is_empty()) {
+        None => svc_local::Brain::Embedded,
+        Some(text) => {
+            let base = Url::parse(text.trim_end_matches('/'))
+                .map_err(|error| invalid("--local-llm-url", format!("`{text}`: {error}")))?;
+            if !matches!(base.scheme(), "http" | "https") {
+                return Err(invalid("--local-llm-url", "the scheme must be http or https"));
+            }
+            // The base of an OpenAI-compatible API, or its chat-completions address itself.
+            let url = if base.path().ends_with("/chat/completions") {
+                base
+            } else {
+                Url::parse(&format!("{}/chat/completions", base.as_str().trim_end_matches('/')))
+                    .map_err(|error| invalid("--local-llm-url", error.to_string()))?
+            };
+            let model = llm_model.map(|model| model.trim().to_owned()).unwrap_or_else(|| "local".to_owned());
+            if model.is_empty() {
+                return Err(invalid("--local-llm-model", "must not be empty"));
+            }
+            svc_local::Brain::Endpoint { url, model, api_key: llm_key.filter(|key| !key.is_empty()) }
+        }
+    };
+    let capacity = capacity.unwrap_or(svc_local::engines::DEFAULT_CAPACITY);
+    if !(1..=64).contains(&capacity) {
+        return Err(invalid("--local-capacity", "must be 1 to 64"));
+    }
+    Ok(svc_local::LocalConfig { models, brain, capacity })
 }
 
 /// Shortest server cap on a session: shorter than any request may ask (60 s), because an operator

@@ -114,6 +114,43 @@ pub fn router() -> Router<App> {
         .route("/playground/playground.js", get(|| async { asset(PLAYGROUND_JS, "text/javascript; charset=utf-8") }))
         .route("/playground/playground.css", get(|| async { asset(PLAYGROUND_CSS, "text/css; charset=utf-8") }))
         .route("/playground/credential", get(get_dev_credential))
+        .route("/playground/local-models", get(get_local_models).post(install_local_models))
+}
+
+/// `GET /playground/local-models`: whether provider_local's models are installed, and how an
+/// installation the page started is going. Loopback only, like the credential.
+async fn get_local_models(State(app): State<App>, request: Request) -> Response {
+    if app.dev_credential.get().is_none() || !local_request(request.headers()) {
+        return crate::error::ApiError::not_found("Not here").into_response();
+    }
+    local_models_status(&app)
+}
+
+/// `POST /playground/local-models`: installs provider_local's models in the background (the
+/// playground's "install" button: the README's run command leads to a local agent with no other
+/// command). Loopback pages only; answers the status at once.
+async fn install_local_models(State(app): State<App>, request: Request) -> Response {
+    if app.dev_credential.get().is_none() || !local_request(request.headers()) {
+        return crate::error::ApiError::not_found("Not here").into_response();
+    }
+    app.config.local.begin_install();
+    let mut response = local_models_status(&app);
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+fn local_models_status(app: &App) -> Response {
+    let installed = app.config.local.installed();
+    let mut response = axum::Json(json!({
+        "installed": installed.is_ok(),
+        "missing": installed.err().map(|missing| missing.to_string()),
+        "install": app.config.local.install_status(),
+        // The agent speaks with the espeak-ng program; without it, it answers in the transcript.
+        "speech": svc_local::tts::available(),
+    }))
+    .into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 fn asset(body: &'static [u8], content_type: &'static str) -> Response {
@@ -183,7 +220,14 @@ async fn get_dev_credential(State(app): State<App>, request: Request) -> Respons
                 .as_deref()
                 .and_then(svc_provider::endpoint::Family::from_catalog)
                 .map(svc_provider::endpoint::ProviderEnv::key_variable);
-            json!({"alias": alias, "configured": app.config.voice_available(alias), "key_variable": key_variable})
+            // What a person must do to make the provider available here.
+            let setup = match (family.as_deref(), key_variable) {
+                (Some(svc_local::FAMILY), _) => Some(format!("run `{}`", svc_local::models::INSTALL_COMMAND)),
+                (_, Some(variable)) => Some(format!("set {variable}")),
+                _ => None,
+            };
+            json!({"alias": alias, "configured": app.config.voice_available(alias), "key_variable": key_variable,
+                "setup": setup})
         })
         .collect();
     let mut response = axum::Json(json!({

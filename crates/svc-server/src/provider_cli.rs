@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use svc_domain::model::{
     ModelChoice, Provider, ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBMiniBlock, ProviderBlock,
-    ProviderCBlock, resolve_model,
+    ProviderCBlock, ProviderLocalBlock, resolve_model,
 };
 use svc_provider::api::SessionSetup;
 use svc_provider::check::{CheckInput, CheckReport};
@@ -53,10 +53,7 @@ pub const DEFAULT_TEXT: &str = "Say hello.";
 pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -> anyhow::Result<()> {
     let ProviderCommand::Check(args) = command;
     let alias = Provider::from_wire(&args.provider).ok_or_else(|| {
-        anyhow!(
-            "unknown provider `{}` (use provider_a, provider_b, provider_b_mini, provider_b_live or provider_c)",
-            args.provider
-        )
+        anyhow!("unknown provider `{}` (use {})", args.provider, crate::config::provider_aliases().join(", "))
     })?;
     let model_id = args.model.clone();
     let block = match alias {
@@ -67,6 +64,9 @@ pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -
             ProviderBlock::ProviderBLive(ProviderBLiveBlock { model_id, ..ProviderBLiveBlock::default() })
         }
         Provider::ProviderC => ProviderBlock::ProviderC(ProviderCBlock { model_id, ..ProviderCBlock::default() }),
+        Provider::ProviderLocal => {
+            ProviderBlock::ProviderLocal(ProviderLocalBlock { model_id, ..ProviderLocalBlock::default() })
+        }
     };
     let model = resolve_model(&config.model_catalog, Some(&ModelChoice::Block(block)), None)
         .map_err(|error| anyhow!("{}", error.message()))?;

@@ -374,6 +374,13 @@ async fn the_development_credential_is_for_loopback_pages_only() {
     assert_eq!(status, 404);
     let (status, _, _) = world.get("/playground/credential", None, &[("Origin", "http://127.0.0.1:1")]);
     assert_eq!(status, 404);
+    // provider_local's install status, for the page's install button: loopback pages only.
+    let (status, _, models) = world.get("/playground/local-models", None, &[]);
+    assert_eq!(status, 200);
+    assert_eq!((models["installed"].clone(), models["install"]["state"].clone()), (json!(false), json!("idle")));
+    assert!(models["missing"].as_str().is_some_and(|m| m.contains("svc models install")), "{models}");
+    let (status, _, _) = world.get("/playground/local-models", None, &[("Origin", "http://127.0.0.1:1")]);
+    assert_eq!(status, 404);
     // The page itself, with its security headers.
     let (status, head, _) = world.get("/", None, &[]);
     assert_eq!(status, 200);

@@ -845,3 +845,93 @@ async fn noise_cancellation_keeps_the_user_s_speech() {
     assert!(!events(&result, "turn-complete").is_empty());
     eprintln!("voice_focus: mic→provider {kept:.3}");
 }
+
+/// Words, lowercased, without punctuation.
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|word| word.chars().filter(|c| c.is_alphanumeric() || *c == '\'').collect::<String>().to_lowercase())
+        .filter(|word| !word.is_empty())
+        .collect()
+}
+
+/// Word error rate of `hypothesis` against `reference`.
+fn wer(reference: &str, hypothesis: &str) -> f64 {
+    let (r, h) = (words(reference), words(hypothesis));
+    let mut previous: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut row = vec![i + 1; h.len() + 1];
+        for (j, hw) in h.iter().enumerate() {
+            row[j + 1] = (previous[j] + usize::from(rw != hw)).min(previous[j + 1] + 1).min(row[j] + 1);
+        }
+        previous = row;
+    }
+    previous[h.len()] as f64 / r.len().max(1) as f64
+}
+
+/// What the user asks the local agent.
+const LOCAL_QUESTION: &str = "Please tell me a short story about a friendly dog.";
+
+/// The local provider's models, as `scripts/test.sh` installs them.
+fn local_models() -> PathBuf {
+    let dir = std::env::var_os("SVC_LOCAL_MODELS").map_or_else(|| repo().join("target/local-models"), PathBuf::from);
+    assert!(
+        dir.join("whisper-base/model.safetensors").is_file(),
+        "the local models are missing in {}: run `svc models install` (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness and the local models; run by scripts/test.sh"]
+async fn a_local_agent_hears_the_user_and_answers_aloud() {
+    let models = local_models();
+    let models_arg = models.display().to_string();
+    let world = World::start("local", Flavor::OpenAi, &["--local-models", &models_arg]).await;
+    // A short reply (the knob), so that it is spoken within the scenario's wait.
+    let config = json!({"agent": {"type": "inline", "model": {"provider": "provider_local", "max_output_tokens": 40},
+        "instructions": "You are a friendly assistant who likes animals."}});
+    // The user's question, spoken by espeak-ng at 48 kHz (Whisper base hears the shared fox
+    // sentence as "the quick round fox jump", 14 % WER even from the file itself).
+    let (pcm, rate) =
+        svc_local::tts::speak_native(LOCAL_QUESTION, &svc_local::tts::Voice::named("en-us")).expect("espeak-ng speaks");
+    let mic = world.dir.join("question.wav");
+    let file = std::fs::File::create(&mic).expect("mic file");
+    let mut question = svc_local::tts::resample(&pcm, rate, 48_000);
+    question.splice(0..0, std::iter::repeat_n(0i16, 9_600));
+    svc_audio::wav::write_wav(file, 48_000, 1, &question).expect("mic");
+    let mic_arg = mic.display().to_string();
+    let result = world
+        .client_with("spoken_turn", "spoken_turn", config, &["--mic", &mic_arg])
+        .finish(&world, Duration::from_secs(90))
+        .await;
+    let heard: Vec<&str> = events(&result, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "USER" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    let heard = heard.join(" ");
+    let user_wer = wer(LOCAL_QUESTION, &heard);
+    assert!(user_wer <= 0.10, "the user transcript {heard:?} (WER {user_wer:.2})");
+    let replies: Vec<&str> = events(&result, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    let reply = replies.first().copied().expect("the agent answered").to_owned();
+    assert!(!reply.trim().is_empty());
+    // What the client heard is the reply: Whisper reads the recording back.
+    let recording = agent_recording(&result);
+    let recording_16k = resample(&recording, 48_000, 16_000);
+    let samples: Vec<f32> = recording_16k.iter().map(|&s| f32::from(s) / 32_768.0).collect();
+    let whisper = svc_stt::WhisperModel::load(&models.join("whisper-base")).expect("whisper loads");
+    let read_back = whisper.transcribe(&samples).expect("transcribes").text;
+    let reply_wer = wer(&reply, &read_back);
+    assert!(reply_wer <= 0.25, "the client heard {read_back:?} for the reply {reply:?} (WER {reply_wer:.2})");
+    let id = session_id(&result);
+    assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "completed");
+    let usage = world.final_usage(&id).await;
+    eprintln!(
+        "local: heard {heard:?} (WER {user_wer:.2}); replied {reply:?}; client heard {read_back:?}; usage {usage}"
+    );
+}

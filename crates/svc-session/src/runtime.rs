@@ -38,6 +38,8 @@ pub struct RuntimeConfig {
     pub room: RoomServer,
     /// Provider credentials and endpoints.
     pub provider_env: ProviderEnv,
+    /// The local provider's shared models and capacity (`provider_local`), when configured.
+    pub local: Option<Arc<svc_local::LocalEngines>>,
     /// Where recordings go (`recordings/` under it).
     pub data_dir: PathBuf,
     /// This node's id, recorded on the sessions it runs.
@@ -69,6 +71,9 @@ pub enum RuntimeError {
     /// The provider adapter could not start.
     #[error(transparent)]
     Provider(#[from] svc_provider::StartError),
+    /// The local provider cannot take the session (models missing, or at capacity).
+    #[error(transparent)]
+    Local(#[from] svc_local::Unavailable),
     /// The model's family has no adapter.
     #[error("no adapter for the provider family `{0}`")]
     UnknownFamily(String),
@@ -122,14 +127,22 @@ impl Runtime {
         }
         let config = &inner.config;
         let session = request.session.clone();
-        let input_rate_hz = svc_provider::input_rate_hz(&session.model)
-            .ok_or_else(|| RuntimeError::UnknownFamily(session.model.family.clone()))?;
+        let local = session.model.family == svc_local::FAMILY;
+        let input_rate_hz =
+            if local { Some(svc_local::INPUT_RATE_HZ) } else { svc_provider::input_rate_hz(&session.model) }
+                .ok_or_else(|| RuntimeError::UnknownFamily(session.model.family.clone()))?;
         let setup = self.setup(&session).await;
         let identity = format!("agent-{}", request.session_id);
         let name = session.agent.name.clone().unwrap_or_else(|| "Agent".to_owned());
         let attributes = BTreeMap::from([(AGENT_STATE_ATTRIBUTE.to_owned(), "initializing".to_owned())]);
         let room = EmbeddedRoom::join(&config.room, &request.room_name, &identity, &name, attributes).await?;
-        let provider = svc_provider::start(setup, &config.provider_env, CancellationToken::new())?;
+        let provider = if local {
+            let engines =
+                config.local.as_ref().ok_or_else(|| RuntimeError::UnknownFamily(session.model.family.clone()))?;
+            svc_local::start(&setup, engines, CancellationToken::new())?
+        } else {
+            svc_provider::start(setup, &config.provider_env, CancellationToken::new())?
+        };
         let started = Instant::now();
         let started_us = epoch_us();
         if let Err(error) = config.store.claim_session(&request.session_id, &config.node_id, started_us).await {

@@ -22,13 +22,16 @@ const LAYERS: &[(&str, u8)] = &[
     ("svc-tidy", 0),
     ("svc-domain", 1),
     ("svc-audio", 1),
+    ("svc-stt", 1),
+    ("svc-llm", 1),
     ("svc-store", 2),
     ("svc-import", 2),
     ("svc-provider", 2),
     ("svc-room", 2),
-    ("svc-session", 3),
-    ("svc-server", 4),
-    ("svc-bench", 5),
+    ("svc-local", 3),
+    ("svc-session", 4),
+    ("svc-server", 5),
+    ("svc-bench", 6),
 ];
 
 /// Crates that ship in the `svc` binary (the rest are test doubles and tools).
@@ -41,6 +44,9 @@ const SHIPPED: &[&str] = &[
     "svc-import",
     "svc-provider",
     "svc-room",
+    "svc-stt",
+    "svc-llm",
+    "svc-local",
     "svc-session",
     "svc-server",
 ];
@@ -92,6 +98,13 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
         &[Clock, Tokio, Spawn, Sockets, Files, Http],
         &["svc-provider/src/driver.rs", "svc-provider/src/http.rs", "svc-provider/src/check.rs"],
     ),
+    // The local models compute; they read their files and nothing else.
+    ("svc-stt/src/", &[Tokio, Spawn, Sockets, Http], &[]),
+    ("svc-llm/src/", &[Tokio, Spawn, Sockets, Http], &[]),
+    // The local provider's conversation is sans-IO like the codecs; its shell, installer and
+    // speech program are not.
+    ("svc-local/src/core.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    ("svc-local/src/sentences.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     // The session as a state machine.
     ("svc-session/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
 ];
@@ -103,6 +116,7 @@ const HTTP_EDGES: &[&str] = &[
     "svc-room/src/signal.rs",
     "svc-room/src/server.rs",
     "svc-provider/src/http.rs",
+    "svc-local/src/install.rs",
     "svc-testkit/",
     "svc-bench/",
 ];

@@ -19,6 +19,7 @@ interface Provider {
   alias: string;
   configured: boolean;
   key_variable: string | null;
+  setup: string | null;
 }
 interface DevCredential {
   api_key: string;
@@ -34,7 +35,7 @@ interface ToolSpec {
   result?: unknown;
 }
 
-const ALIASES = ['provider_a', 'provider_b', 'provider_b_mini', 'provider_b_live', 'provider_c'];
+const ALIASES = ['provider_a', 'provider_b', 'provider_b_mini', 'provider_b_live', 'provider_c', 'provider_local'];
 const STORAGE_KEY = 'svc-playground-agent';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
@@ -126,10 +127,10 @@ async function loadDevCredential(): Promise<void> {
 
 function fillModels(credential: DevCredential | null): void {
   const saved = loadSaved();
-  const providers: Provider[] = credential?.providers ?? ALIASES.map((alias) => ({ alias, configured: true, key_variable: null }));
+  const providers: Provider[] = credential?.providers ?? ALIASES.map((alias) => ({ alias, configured: true, key_variable: null, setup: null }));
   ui.model.replaceChildren();
   for (const provider of providers) {
-    const label = provider.configured ? provider.alias : `${provider.alias} (no key: set ${provider.key_variable ?? 'its key'})`;
+    const label = provider.configured ? provider.alias : `${provider.alias} (not set up: ${provider.setup ?? 'see the server log'})`;
     ui.model.append(el('option', label, { value: provider.alias }));
   }
   const preferred = saved?.model ?? providers.find((p) => p.configured)?.alias ?? credential?.default_provider ?? 'provider_a';
@@ -137,15 +138,86 @@ function fillModels(credential: DevCredential | null): void {
   checkProvider();
 }
 
+// --- provider_local's models ---------------------------------------------------------------
+
+interface LocalModels {
+  installed: boolean;
+  missing: string | null;
+  speech: boolean;
+  install: { state: 'idle' | 'running' | 'failed' | 'done'; step?: string; done?: number; total?: number; error?: string };
+}
+
+let localPoll: number | undefined;
+let localChecked = false;
+
+/** Offers to install provider_local's models when it is chosen and they are missing, and says
+ * when the machine cannot speak (no espeak-ng). Asks the server once; polls while installing. */
+function checkLocalModels(): void {
+  const chosen = dev !== null && ui.model.value === 'provider_local';
+  $('local-install').hidden = !(chosen && !dev?.providers.find((p) => p.alias === 'provider_local')?.configured);
+  if (chosen && !localChecked) {
+    localChecked = true;
+    void pollLocalModels();
+  }
+}
+
+async function pollLocalModels(): Promise<void> {
+  localPoll = undefined;
+  let status: LocalModels;
+  try {
+    const response = await fetch('/playground/local-models', { cache: 'no-store' });
+    if (!response.ok) return;
+    status = (await response.json()) as LocalModels;
+  } catch {
+    return;
+  }
+  showLocalModels(status);
+  if (status.install.state === 'running') localPoll = window.setTimeout(() => void pollLocalModels(), 1000);
+}
+
+function showLocalModels(status: LocalModels): void {
+  const text = $('local-install-text');
+  const button = $<HTMLButtonElement>('local-install-button');
+  if (status.installed) {
+    const local = dev?.providers.find((p) => p.alias === 'provider_local');
+    $('local-install').hidden = true;
+    if (local && !local.configured) {
+      local.configured = true;
+      fillModels(dev);
+    }
+    if (!status.speech) showBanner('provider_local is installed, but this machine has no espeak-ng: the agent answers in the transcript only (apt-get install espeak-ng to hear it).', true);
+    return;
+  }
+  const install = status.install;
+  button.disabled = install.state === 'running';
+  if (install.state === 'running') {
+    const share = install.total ? ` ${Math.floor(((install.done ?? 0) * 100) / install.total)}%` : '';
+    text.textContent = `Installing the local models: ${install.step ?? ''}${share}`;
+  } else if (install.state === 'failed') {
+    text.textContent = `Installing the local models failed: ${install.error ?? 'see the server log'}`;
+  }
+}
+
+$('local-install-button').addEventListener('click', () => {
+  void (async () => {
+    const response = await fetch('/playground/local-models', { method: 'POST', cache: 'no-store' });
+    if (response.ok) showLocalModels((await response.json()) as LocalModels);
+    if (localPoll === undefined) localPoll = window.setTimeout(() => void pollLocalModels(), 1000);
+  })();
+});
+
 /** Says which variable to set when the chosen provider has no key on this server. */
 function checkProvider(): void {
+  checkLocalModels();
   if (!dev) return;
   const chosen = dev.providers.find((p) => p.alias === ui.model.value);
   if (dev.providers.every((p) => !p.configured)) {
     const variables = [...new Set(dev.providers.map((p) => p.key_variable).filter(Boolean))].join(', ');
-    showBanner(`No voice provider is configured on this server, so sessions cannot start. Set one of ${variables} in the environment of svc serve and restart it.`, true);
+    showBanner(`No voice provider is configured on this server, so sessions cannot start. Set one of ${variables} in the environment of svc serve and restart it, or run \`svc models install\` for provider_local (no key needed).`, true);
+  } else if (chosen && !chosen.configured && chosen.alias === 'provider_local') {
+    showBanner('');
   } else if (chosen && !chosen.configured) {
-    showBanner(`${chosen.alias} has no key on this server: set ${chosen.key_variable} in the environment of svc serve and restart it, or pick a configured provider.`, true);
+    showBanner(`${chosen.alias} is not set up on this server: ${chosen.setup ?? 'see the server log'}, then restart svc serve; or pick a configured provider.`, true);
   } else {
     showBanner('');
   }

@@ -677,6 +677,17 @@ export interface components {
             speed?: number | null;
             /** @enum {string|null} */
             turn_detection?: "svc_vad" | "server_vad" | "semantic_vad" | null;
+        } | {
+            max_output_tokens?: number | null;
+            /** @description A model id of this provider in the catalog. */
+            model_id?: string | null;
+            prefix_padding_ms?: number | null;
+            /** @enum {string} */
+            provider: "provider_local";
+            silence_duration_ms?: number | null;
+            temperature?: number | null;
+            /** @enum {string|null} */
+            turn_detection?: "svc_vad" | "server_vad" | "semantic_vad" | null;
         };
         /**
          * @description `agent.model`: a provider alias or model id of the catalog (anything else is 422

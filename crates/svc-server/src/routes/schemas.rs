@@ -258,6 +258,14 @@ fn model_block_doc() -> Value {
                 "idle_timeout_ms": {"type": ["integer", "null"], "minimum": model::IDLE_TIMEOUT_MS_MIN,
                     "maximum": model::IDLE_TIMEOUT_MS_MAX},
             })),
+            block(Provider::ProviderLocal, json!({
+                "turn_detection": choice(wire_values!(model::TurnDetection)),
+                "silence_duration_ms": ms(detector),
+                "prefix_padding_ms": ms(detector),
+                "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": model::LOCAL_TEMPERATURE_MAX},
+                "max_output_tokens": {"type": ["integer", "null"], "minimum": 1,
+                    "maximum": model::LOCAL_MAX_OUTPUT_TOKENS_MAX},
+            })),
         ],
     })
 }

@@ -362,6 +362,13 @@ fn check_provider(app: &App, caller: &Caller, resolved: &ResolvedSession) -> Api
             extras,
         });
     }
+    if resolved.model.family == svc_local::FAMILY {
+        // Missing models or a full machine: a clear reason, and the client may retry later.
+        if let Err(reason) = app.config.local.check() {
+            return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, format!("{alias}: {reason}")));
+        }
+        return Ok(());
+    }
     if !app.config.provider_keys.has_family(&resolved.model.family) {
         return Err(ApiError::status(
             StatusCode::SERVICE_UNAVAILABLE,

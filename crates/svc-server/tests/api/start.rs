@@ -548,6 +548,13 @@ async fn workspace_gates_answer_with_their_extras(t: (TestApp, Arc<Recorder>)) {
     let key = bare.api_key(&ws, &[Scope::RealtimeStart]).await;
     let error = bare.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect_error(503);
     assert!(error.get("code").is_none());
+    // provider_local without its models: 503 with the command that installs them.
+    let error = bare
+        .post("/realtime/session/start", Some(&key), inline(json!({"model": "provider_local"})))
+        .await
+        .expect_error(503);
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("run `svc models install`"), "{error}");
 }
 
 async fn a_start_inserts_mints_and_dispatches(t: (TestApp, Arc<Recorder>)) {

@@ -214,6 +214,7 @@ impl Server {
             store: store.clone(),
             room: room.clone(),
             provider_env,
+            local: Some(config.local.clone()),
             data_dir: config.data_dir.clone(),
             node_id: config.node_id.clone(),
             timing: svc_session::core::Timing::default(),

@@ -1,0 +1,308 @@
+//! The conversation with scripted model outcomes: every behaviour in microseconds, no models.
+
+use svc_llm::ChatRole;
+
+use super::*;
+
+fn config() -> CoreConfig {
+    CoreConfig {
+        system_prompt: "Be brief.".to_owned(),
+        tools: Vec::new(),
+        greeting: None,
+        history: Vec::new(),
+        text_only: false,
+        detector: TurnDetectorConfig { max_hold_ms: 0, ..TurnDetectorConfig::default() },
+        params: GenerateParams::default(),
+        partial_every_ms: 1000,
+    }
+}
+
+fn started(cfg: CoreConfig) -> LocalCore {
+    let mut core = LocalCore::new(cfg);
+    core.start();
+    assert_eq!(core.poll_event(), Some(ProviderEvent::Ready { upstream_session_id: None }));
+    core
+}
+
+fn jobs(core: &mut LocalCore) -> Vec<Job> {
+    std::iter::from_fn(|| core.poll_job()).collect()
+}
+
+fn events(core: &mut LocalCore) -> Vec<ProviderEvent> {
+    std::iter::from_fn(|| core.poll_event()).collect()
+}
+
+/// Speech for `text` then a second of silence, at the pipeline's rate, in 20 ms chunks.
+fn speak_into(core: &mut LocalCore, text: &str) {
+    let mut pcm = svc_testkit::speech::speech(text, RATE_HZ);
+    pcm.extend(std::iter::repeat_n(0i16, RATE_HZ as usize));
+    for chunk in pcm.chunks(320) {
+        core.handle_input(ProviderInput::NativeAudio(chunk.to_vec()));
+    }
+}
+
+fn generation(text: &str) -> Generation {
+    Generation {
+        text: text.to_owned(),
+        tool_calls: Vec::new(),
+        prompt_tokens: 40,
+        output_tokens: 12,
+        dropped_messages: 0,
+        finish: Finish::Stop,
+    }
+}
+
+fn final_transcription(jobs: &[Job]) -> u64 {
+    jobs.iter()
+        .find_map(|job| match job {
+            Job::Transcribe { id, partial: false, .. } => Some(*id),
+            _ => None,
+        })
+        .expect("a final transcription")
+}
+
+fn generate_id(jobs: &[Job]) -> u64 {
+    jobs.iter()
+        .find_map(|job| match job {
+            Job::Generate { id, .. } => Some(*id),
+            _ => None,
+        })
+        .expect("a generation")
+}
+
+fn speak_ids(jobs: &[Job]) -> Vec<(u64, String)> {
+    jobs.iter()
+        .filter_map(|job| match job {
+            Job::Speak { id, text } => Some((*id, text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_spoken_turn_is_transcribed_answered_and_spoken_sentence_by_sentence() {
+    let mut core = started(config());
+    speak_into(&mut core, "What is the capital of France?");
+    let sent = jobs(&mut core);
+    let partials = sent.iter().filter(|job| matches!(job, Job::Transcribe { partial: true, .. })).count();
+    assert!(partials >= 1, "a partial transcription while the user speaks: {sent:?}");
+    let stt = final_transcription(&sent);
+    let seen = events(&mut core);
+    assert_eq!(seen.first(), Some(&ProviderEvent::UserSpeechStarted));
+    assert!(seen.contains(&ProviderEvent::UserSpeechStopped));
+
+    core.handle_outcome(Outcome::Transcribed { id: stt, result: Ok("What is the capital of France?".to_owned()) });
+    let seen = events(&mut core);
+    assert!(
+        matches!(&seen[0], ProviderEvent::UserTranscript { text, is_final: true, .. } if text == "What is the capital of France?")
+    );
+    assert!(seen.contains(&ProviderEvent::ResponseStarted));
+    let sent = jobs(&mut core);
+    let Some(Job::Generate { id: llm, messages, .. }) =
+        sent.into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("a generation")
+    };
+    assert_eq!(messages[0].role, ChatRole::System);
+    assert_eq!(messages.last().map(|m| m.content.as_str()), Some("What is the capital of France?"));
+
+    // The first sentence is spoken before the reply is complete.
+    core.handle_outcome(Outcome::Text { id: llm, text: "The capital of France is Paris.".to_owned() });
+    core.handle_outcome(Outcome::Text { id: llm, text: " It is a lovely city".to_owned() });
+    let first = speak_ids(&jobs(&mut core));
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].1, "The capital of France is Paris.");
+    core.handle_outcome(Outcome::Generated {
+        id: llm,
+        result: Ok(generation("The capital of France is Paris. It is a lovely city")),
+    });
+    let second = speak_ids(&jobs(&mut core));
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].1, "It is a lovely city");
+    core.handle_outcome(Outcome::Spoken { id: first[0].0, result: Ok(vec![1; 24_000]) });
+    core.handle_outcome(Outcome::Spoken { id: second[0].0, result: Ok(vec![1; 12_000]) });
+    let seen = events(&mut core);
+    let transcript: Vec<_> = seen
+        .iter()
+        .filter_map(|event| match event {
+            ProviderEvent::AssistantTranscript { text, is_final } => Some((text.as_str(), *is_final)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        transcript,
+        [
+            ("The capital of France is Paris.", false),
+            (" It is a lovely city", false),
+            ("The capital of France is Paris. It is a lovely city", true)
+        ]
+    );
+    let audio = seen.iter().filter(|event| matches!(event, ProviderEvent::AssistantAudio { .. })).count();
+    assert_eq!(audio, 2);
+    assert_eq!(seen.last(), Some(&ProviderEvent::ResponseDone { status: ResponseStatus::Completed }));
+    let usage = seen.iter().rev().find_map(|event| match event {
+        ProviderEvent::Usage(usage) => Some(usage.clone()),
+        _ => None,
+    });
+    let usage = usage.expect("usage");
+    assert_eq!(usage.input_text_tokens, 40);
+    assert_eq!(usage.output_text_tokens, 12);
+    assert!(usage.input_audio_tokens > 0);
+    assert_eq!(usage.output_audio_tokens, 15, "1.5 s of reply speech, all of it counted");
+}
+
+#[test]
+fn user_speech_during_a_reply_cancels_it_and_keeps_only_what_was_heard() {
+    let mut core = started(config());
+    core.handle_input(ProviderInput::Text("Tell me a story.".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Text { id: llm, text: "Once upon a time there was a fox. ".to_owned() });
+    core.handle_outcome(Outcome::Text { id: llm, text: "The fox lived in a deep wood. And".to_owned() });
+    let spoken = speak_ids(&jobs(&mut core));
+    assert_eq!(spoken.len(), 2);
+    core.handle_outcome(Outcome::Spoken { id: spoken[0].0, result: Ok(vec![1; 24_000]) });
+    events(&mut core);
+
+    speak_into(&mut core, "Wait, stop please.");
+    let seen = events(&mut core);
+    assert!(seen.contains(&ProviderEvent::Interrupted), "{seen:?}");
+    assert!(seen.contains(&ProviderEvent::ResponseDone { status: ResponseStatus::Cancelled }));
+    assert!(seen.contains(&ProviderEvent::AssistantTranscript {
+        text: "Once upon a time there was a fox.".to_owned(),
+        is_final: true
+    }));
+    let sent = jobs(&mut core);
+    assert!(sent.contains(&Job::Cancel { id: llm }), "{sent:?}");
+    assert!(sent.iter().any(|job| matches!(job, Job::DropSpeech { before } if *before > spoken[1].0)));
+    let stt = final_transcription(&sent);
+
+    // The runtime played half a second of the one-second sentence.
+    core.handle_input(ProviderInput::BargeIn { played_ms: 500 });
+    let seen = events(&mut core);
+    assert_eq!(seen, [ProviderEvent::AssistantTruncated { heard: "Once upon a time".to_owned() }]);
+    // Late outcomes of the cancelled reply change nothing.
+    core.handle_outcome(Outcome::Spoken { id: spoken[1].0, result: Ok(vec![1; 100]) });
+    core.handle_outcome(Outcome::Generated { id: llm, result: Ok(generation("…")) });
+    assert!(events(&mut core).is_empty());
+    // The conversation remembers what was heard.
+    core.handle_outcome(Outcome::Transcribed { id: stt, result: Ok("Wait, stop please.".to_owned()) });
+    let Some(Job::Generate { messages, .. }) =
+        jobs(&mut core).into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("a reply to the interruption")
+    };
+    let contents: Vec<&str> = messages.iter().skip(1).map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, ["Tell me a story.", "Once upon a time", "Wait, stop please."]);
+}
+
+#[test]
+fn tool_calls_go_to_the_runtime_and_their_results_continue_the_reply() {
+    let mut cfg = config();
+    cfg.tools = vec![ToolDef {
+        name: "lookup_order".to_owned(),
+        description: "Find an order".to_owned(),
+        parameters: serde_json::json!({"type": "object"}),
+    }];
+    let mut core = started(cfg);
+    core.handle_input(ProviderInput::Text("Where is order 42?".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    let mut called = generation("");
+    called.finish = Finish::ToolCalls;
+    called.tool_calls = vec![ToolCall {
+        id: "call_1".to_owned(),
+        name: "lookup_order".to_owned(),
+        arguments: r#"{"id":42}"#.to_owned(),
+    }];
+    core.handle_outcome(Outcome::Generated { id: llm, result: Ok(called) });
+    let seen = events(&mut core);
+    assert!(seen.contains(&ProviderEvent::ToolCall {
+        call_id: "call_1".to_owned(),
+        name: "lookup_order".to_owned(),
+        arguments: serde_json::json!({"id": 42}),
+    }));
+    assert!(!seen.iter().any(|event| matches!(event, ProviderEvent::ResponseDone { .. })), "waits for the result");
+    core.handle_input(ProviderInput::ToolResult {
+        call_id: "call_1".to_owned(),
+        output: serde_json::json!({"output": "shipped"}),
+        is_error: false,
+        scheduling: None,
+    });
+    let Some(Job::Generate { messages, .. }) =
+        jobs(&mut core).into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("the reply continues")
+    };
+    let tool = messages.last().expect("messages");
+    assert_eq!(tool.role, ChatRole::Tool);
+    assert_eq!(tool.tool_call_id.as_deref(), Some("call_1"));
+    assert!(tool.content.contains("shipped"));
+}
+
+#[test]
+fn the_greeting_is_spoken_without_the_model_and_text_only_sessions_speak_nothing() {
+    let mut cfg = config();
+    cfg.greeting = Some("Hello there, how can I help?".to_owned());
+    let mut core = started(cfg);
+    let sent = jobs(&mut core);
+    assert!(!sent.iter().any(|job| matches!(job, Job::Generate { .. })));
+    let spoken = speak_ids(&sent);
+    assert_eq!(spoken.len(), 1);
+    core.handle_outcome(Outcome::Spoken { id: spoken[0].0, result: Ok(vec![0; 2205]) });
+    let seen = events(&mut core);
+    assert!(seen.contains(&ProviderEvent::AssistantTranscript {
+        text: "Hello there, how can I help?".to_owned(),
+        is_final: true
+    }));
+
+    let mut cfg = config();
+    cfg.text_only = true;
+    let mut core = started(cfg);
+    core.handle_input(ProviderInput::Text("Hi".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Text { id: llm, text: "Hello. Nice to meet you.".to_owned() });
+    core.handle_outcome(Outcome::Generated { id: llm, result: Ok(generation("Hello. Nice to meet you.")) });
+    assert!(speak_ids(&jobs(&mut core)).is_empty());
+    let seen = events(&mut core);
+    assert!(seen.contains(&ProviderEvent::ModelText {
+        text: "Hello. Nice to meet you.".to_owned(),
+        is_final: true,
+        thought: false
+    }));
+}
+
+#[test]
+fn failures_are_reported_without_ending_the_session_and_close_ends_it() {
+    let mut core = started(config());
+    core.handle_input(ProviderInput::Text("Hi".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Text { id: llm, text: "Hello to you as well. ".to_owned() });
+    let spoken = speak_ids(&jobs(&mut core));
+    core.handle_outcome(Outcome::Spoken { id: spoken[0].0, result: Err("espeak-ng is not installed".to_owned()) });
+    core.handle_outcome(Outcome::Generated { id: llm, result: Err("the reply endpoint answered HTTP 500".to_owned()) });
+    let seen = events(&mut core);
+    let codes: Vec<&str> = seen
+        .iter()
+        .filter_map(|event| match event {
+            ProviderEvent::Error(error) if !error.fatal => Some(error.code.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes, ["local_speech_failed", "local_generation_failed"]);
+    assert!(seen.contains(&ProviderEvent::ResponseDone { status: ResponseStatus::Failed }));
+    assert!(!core.is_closed());
+    core.handle_input(ProviderInput::Close);
+    assert!(core.is_closed());
+    assert_eq!(events(&mut core).last(), Some(&ProviderEvent::Closed { reason: "closed".to_owned() }));
+}
+
+#[test]
+fn heard_text_covers_whole_sentences_then_a_share_of_words() {
+    let said = [
+        Said { text: "One two three four.".to_owned(), samples: 24_000 },
+        Said { text: "Five six.".to_owned(), samples: 24_000 },
+    ];
+    assert_eq!(heard_text(&said, 0), "");
+    assert_eq!(heard_text(&said, 500), "One two");
+    assert_eq!(heard_text(&said, 1000), "One two three four.");
+    assert_eq!(heard_text(&said, 5000), "One two three four. Five six.");
+}

@@ -1,0 +1,120 @@
+//! The local provider (`provider_local`): svc's own voice pipeline on this machine, behind the
+//! same interface as the upstream adapters (`svc_provider::api`), so the runtime, the playground
+//! and every client treat it like any other model. No API key, no network.
+//!
+//! Layout (see ARCHITECTURE.md):
+//! - [`core`]: the conversation, sans-IO — turn detection (svc_vad's earshot detector), partial
+//!   and final transcriptions, replies streamed sentence by sentence into speech, barge-in, tool
+//!   calls, usage. Time is the count of user samples.
+//! - [`shell`]: the Tokio task that runs the core's jobs on the shared models.
+//! - [`engines`]: the models every session shares, loaded once, and the capacity limit.
+//! - [`models`] and [`install`]: where the models live and `svc models install`.
+//! - [`tts`]: espeak-ng, run as a program (GPL: never linked). [`sentences`]: the splitter.
+//!
+//! The stages: Whisper base (`svc-stt`), SmolLM2-135M-Instruct or an OpenAI-compatible endpoint
+//! (`svc-llm`), espeak-ng.
+
+pub mod core;
+pub mod engines;
+pub mod install;
+pub mod models;
+pub mod sentences;
+pub mod shell;
+pub mod tts;
+
+use std::sync::Arc;
+
+use svc_audio::vad::{Sensitivity, TurnDetectorConfig};
+use svc_domain::model::Knobs;
+use svc_domain::session_config::InterruptionSensitivity;
+use svc_llm::{GenerateParams, ToolDef};
+use svc_provider::api::SessionSetup;
+use svc_provider::driver::ProviderSession;
+use tokio_util::sync::CancellationToken;
+
+pub use crate::engines::{Brain, LocalConfig, LocalEngines, Unavailable};
+pub use crate::models::ModelsDir;
+
+/// The model catalog's family of the local provider.
+pub const FAMILY: &str = "local";
+/// The rate the pipeline takes user audio at (send `NativeAudio` at this rate).
+pub const INPUT_RATE_HZ: u32 = core::RATE_HZ;
+/// Reply length when the session sets none: a spoken answer of a few sentences.
+pub const DEFAULT_MAX_TOKENS: u32 = 120;
+/// Sampling temperature when the session sets none: low, because the small model wanders.
+pub const DEFAULT_TEMPERATURE: f32 = 0.3;
+/// How often an open turn is transcribed so far, for streaming user transcripts.
+pub const PARTIAL_EVERY_MS: u32 = 1_000;
+
+/// What the system prompt adds for a spoken conversation.
+/// Said positively: a small model repeats a list of things not to do.
+/// English because the pipeline hears (Whisper, set to English) and speaks (en-us) only English;
+/// the small model otherwise drifts into French or Spanish after a question about France.
+const SPOKEN_STYLE: &str =
+    "You are speaking with the user out loud, in English. Keep every answer to one to three short sentences.";
+
+/// The pipeline's configuration for `setup`.
+pub fn core_config(setup: &SessionSetup) -> core::CoreConfig {
+    let knobs = match &setup.model.knobs {
+        Knobs::ProviderLocal(knobs) => Some(knobs),
+        _ => None,
+    };
+    let sensitivity = match setup.interruption_sensitivity {
+        InterruptionSensitivity::Low => Sensitivity::Low,
+        InterruptionSensitivity::Default => Sensitivity::Default,
+        InterruptionSensitivity::High => Sensitivity::High,
+    };
+    let mut detector = TurnDetectorConfig::default().with_sensitivity(sensitivity);
+    if let Some(pause_ms) = knobs.and_then(|knobs| knobs.silence_duration_ms) {
+        detector.pause_ms = pause_ms;
+    }
+    if let Some(prefix_ms) = knobs.and_then(|knobs| knobs.prefix_padding_ms) {
+        detector.prefix_ms = prefix_ms;
+    }
+    // The local turn ends on silence alone: no transcript-based hold.
+    detector.max_hold_ms = 0;
+    let mut system_prompt = setup.system_prompt();
+    if !setup.text_only {
+        system_prompt = format!("{system_prompt}\n\n{SPOKEN_STYLE}");
+    }
+    core::CoreConfig {
+        system_prompt,
+        tools: setup
+            .tools
+            .iter()
+            .map(|tool| ToolDef {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.parameters.clone(),
+            })
+            .collect(),
+        greeting: setup.greeting.clone(),
+        history: setup.history.clone(),
+        text_only: setup.text_only,
+        detector,
+        params: GenerateParams {
+            max_tokens: knobs.and_then(|knobs| knobs.max_output_tokens).unwrap_or(DEFAULT_MAX_TOKENS),
+            temperature: knobs
+                .and_then(|knobs| knobs.temperature)
+                .map_or(DEFAULT_TEMPERATURE, |temperature| temperature as f32),
+            ..GenerateParams::default()
+        },
+        partial_every_ms: PARTIAL_EVERY_MS,
+    }
+}
+
+/// Starts a local session for `setup`.
+///
+/// # Errors
+///
+/// [`Unavailable`] when the models are missing or the server runs as many local sessions as it
+/// holds.
+pub fn start(
+    setup: &SessionSetup,
+    engines: &Arc<LocalEngines>,
+    shutdown: CancellationToken,
+) -> Result<ProviderSession, Unavailable> {
+    let permit = engines.acquire()?;
+    let core = core::LocalCore::new(core_config(setup));
+    Ok(shell::spawn(core, shell::voice_for(setup), engines.clone(), permit, shutdown))
+}

@@ -1,0 +1,107 @@
+//! Cuts a streamed reply into sentences, so that each is spoken as soon as it is complete instead
+//! of after the whole reply (the first sentence is what the user waits for).
+
+/// A sentence shorter than this waits for the next one ("Hi." alone sounds clipped, and each
+/// synthesis has a fixed cost).
+const MIN_CHARS: usize = 12;
+/// A clause longer than this is cut at its last comma or space (a model that never ends a
+/// sentence must still be heard).
+const MAX_CHARS: usize = 220;
+
+/// Collects text pieces; hands out complete sentences.
+#[derive(Debug, Default, Clone)]
+pub struct SentenceSplitter {
+    pending: String,
+}
+
+impl SentenceSplitter {
+    /// Adds a piece of the reply; returns the sentences it completed.
+    pub fn push(&mut self, piece: &str) -> Vec<String> {
+        self.pending.push_str(piece);
+        let mut out = Vec::new();
+        while let Some(end) = self.sentence_end() {
+            let rest = self.pending.split_off(end);
+            let sentence = std::mem::replace(&mut self.pending, rest);
+            let sentence = clean(&sentence);
+            if !sentence.is_empty() {
+                out.push(sentence);
+            }
+        }
+        out
+    }
+
+    /// The rest of the reply (its end).
+    pub fn finish(&mut self) -> Option<String> {
+        let sentence = clean(&std::mem::take(&mut self.pending));
+        (!sentence.is_empty()).then_some(sentence)
+    }
+
+    /// Byte index just past the first complete sentence, if there is one.
+    fn sentence_end(&self) -> Option<usize> {
+        let text = &self.pending;
+        let mut chars = text.char_indices().peekable();
+        while let Some((at, ch)) = chars.next() {
+            let next = chars.peek().map(|(_, next)| *next);
+            let boundary = match ch {
+                '\n' => true,
+                '.' | '!' | '?' | ';' | ':' => next.is_some_and(char::is_whitespace),
+                _ => false,
+            };
+            let end = at + ch.len_utf8();
+            if boundary && text[..end].trim().chars().count() >= MIN_CHARS {
+                return Some(end);
+            }
+        }
+        if text.chars().count() > MAX_CHARS {
+            let cut = text.char_indices().nth(MAX_CHARS).map_or(text.len(), |(at, _)| at);
+            let head = &text[..cut];
+            let at = head.rfind(", ").map(|at| at + 1).or_else(|| head.rfind(' ')).unwrap_or(cut);
+            return Some(at.max(1));
+        }
+        None
+    }
+}
+
+/// What is spoken of a sentence: markdown and emphasis marks out, whitespace collapsed.
+fn clean(sentence: &str) -> String {
+    let stripped: String = sentence.chars().filter(|ch| !matches!(ch, '*' | '#' | '`' | '_' | '~')).collect();
+    stripped.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(pieces: &[&str]) -> Vec<String> {
+        let mut splitter = SentenceSplitter::default();
+        let mut out: Vec<String> = pieces.iter().flat_map(|piece| splitter.push(piece)).collect();
+        out.extend(splitter.finish());
+        out
+    }
+
+    #[test]
+    fn sentences_come_out_as_soon_as_they_end() {
+        let mut splitter = SentenceSplitter::default();
+        assert!(splitter.push("The capital of France").is_empty());
+        assert_eq!(splitter.push(" is Paris. It is"), ["The capital of France is Paris."]);
+        assert!(splitter.push(" lovely").is_empty());
+        assert_eq!(splitter.finish().as_deref(), Some("It is lovely"));
+    }
+
+    #[test]
+    fn short_sentences_join_the_next_and_numbers_do_not_split() {
+        assert_eq!(
+            split(&["Hi. ", "How are you today? ", "It costs 3.50 dollars."]),
+            ["Hi. How are you today?", "It costs 3.50 dollars."]
+        );
+    }
+
+    #[test]
+    fn markdown_is_not_read_aloud_and_runaway_clauses_are_cut() {
+        assert_eq!(split(&["**Paris** is the `capital`."]), ["Paris is the capital."]);
+        let long = "word, ".repeat(80);
+        let parts = split(&[&long]);
+        assert!(parts.len() >= 2, "{parts:?}");
+        assert!(parts.iter().all(|part| part.chars().count() <= MAX_CHARS));
+    }
+}
