@@ -18,6 +18,7 @@ use svc_domain::model::{ModelCatalog, ModelChoice, resolve_model};
 use svc_local::{Brain, LocalConfig, LocalEngines, ModelsDir};
 use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 use svc_provider::driver::ProviderSession;
+use svc_testkit::speech::word_error_rate as wer;
 use tokio_util::sync::CancellationToken;
 
 fn models() -> ModelsDir {
@@ -35,28 +36,6 @@ fn setup(instructions: &str) -> SessionSetup {
     let model = resolve_model(ModelCatalog::embedded(), Some(&ModelChoice::Name("provider_local".to_owned())), None)
         .expect("the catalog offers provider_local");
     SessionSetup::new(model, instructions)
-}
-
-/// Words, lowercased, without punctuation.
-fn words(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .map(|word| word.chars().filter(|c| c.is_alphanumeric() || *c == '\'').collect::<String>().to_lowercase())
-        .filter(|word| !word.is_empty())
-        .collect()
-}
-
-/// Word error rate of `hypothesis` against `reference`.
-fn wer(reference: &str, hypothesis: &str) -> f64 {
-    let (r, h) = (words(reference), words(hypothesis));
-    let mut previous: Vec<usize> = (0..=h.len()).collect();
-    for (i, rw) in r.iter().enumerate() {
-        let mut row = vec![i + 1; h.len() + 1];
-        for (j, hw) in h.iter().enumerate() {
-            row[j + 1] = (previous[j] + usize::from(rw != hw)).min(previous[j + 1] + 1).min(row[j] + 1);
-        }
-        previous = row;
-    }
-    previous[h.len()] as f64 / r.len().max(1) as f64
 }
 
 /// espeak-ng's voice for `text` at 16 kHz, the pipeline's input rate.

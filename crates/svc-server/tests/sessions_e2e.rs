@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use support::{Server, clip, kill_group, svc};
 use svc_audio::analysis::best_correlation;
 use svc_provider::resample::Resampler;
+use svc_testkit::speech::word_error_rate as wer;
 use svc_testkit::{Action, FAKE_API_KEY, FakeUpstream, Flavor, Reply};
 
 mod support;
@@ -844,28 +845,6 @@ async fn noise_cancellation_keeps_the_user_s_speech() {
     assert!(kept >= 0.85, "the user's speech through voice_focus: correlation {kept:.3}");
     assert!(!events(&result, "turn-complete").is_empty());
     eprintln!("voice_focus: mic→provider {kept:.3}");
-}
-
-/// Words, lowercased, without punctuation.
-fn words(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .map(|word| word.chars().filter(|c| c.is_alphanumeric() || *c == '\'').collect::<String>().to_lowercase())
-        .filter(|word| !word.is_empty())
-        .collect()
-}
-
-/// Word error rate of `hypothesis` against `reference`.
-fn wer(reference: &str, hypothesis: &str) -> f64 {
-    let (r, h) = (words(reference), words(hypothesis));
-    let mut previous: Vec<usize> = (0..=h.len()).collect();
-    for (i, rw) in r.iter().enumerate() {
-        let mut row = vec![i + 1; h.len() + 1];
-        for (j, hw) in h.iter().enumerate() {
-            row[j + 1] = (previous[j] + usize::from(rw != hw)).min(previous[j + 1] + 1).min(row[j] + 1);
-        }
-        previous = row;
-    }
-    previous[h.len()] as f64 / r.len().max(1) as f64
 }
 
 /// What the user asks the local agent.

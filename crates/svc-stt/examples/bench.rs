@@ -53,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             best = best.min(t.elapsed().as_secs_f64());
         }
         let wer = common::wer(sentence, &text);
-        let n = common::words(sentence).len() as f64;
+        let n = svc_testkit::speech::words(sentence).len() as f64;
         errors += wer * n;
         words += n;
         println!(

@@ -80,6 +80,35 @@ pub fn correlation(a: &[i16], b: &[i16]) -> f64 {
     ab / (aa.sqrt() * bb.sqrt())
 }
 
+/// Lowercase words without punctuation (apostrophes inside words kept): what a word error rate
+/// compares.
+pub fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| c.is_whitespace() || (c.is_ascii_punctuation() && c != '\''))
+        .map(|w| w.trim_matches('\'').to_owned())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Word error rate of `hypothesis` against `reference`: word-level Levenshtein distance
+/// (substitutions, insertions, deletions) over the number of reference words.
+pub fn word_error_rate(reference: &str, hypothesis: &str) -> f64 {
+    let (r, h) = (words(reference), words(hypothesis));
+    if r.is_empty() {
+        return if h.is_empty() { 0.0 } else { 1.0 };
+    }
+    let mut prev: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut row = vec![i + 1; h.len() + 1];
+        for (j, hw) in h.iter().enumerate() {
+            let sub = prev[j] + usize::from(rw != hw);
+            row[j + 1] = sub.min(prev[j + 1] + 1).min(row[j] + 1);
+        }
+        prev = row;
+    }
+    prev[h.len()] as f64 / r.len() as f64
+}
+
 /// Root-mean-square level of `samples`.
 pub fn rms(samples: &[i16]) -> f64 {
     if samples.is_empty() {

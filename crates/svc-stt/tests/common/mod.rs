@@ -132,30 +132,4 @@ pub fn resample(input: &[f32], from: u32, to: u32) -> Vec<f32> {
         .collect()
 }
 
-/// Lowercase words without punctuation (apostrophes inside words kept).
-pub fn words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| c.is_whitespace() || (c.is_ascii_punctuation() && c != '\''))
-        .map(|w| w.trim_matches('\'').to_owned())
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-/// Word error rate of `hypothesis` against `reference`: word-level Levenshtein distance
-/// (substitutions, insertions, deletions) over the number of reference words.
-pub fn wer(reference: &str, hypothesis: &str) -> f64 {
-    let (r, h) = (words(reference), words(hypothesis));
-    if r.is_empty() {
-        return if h.is_empty() { 0.0 } else { 1.0 };
-    }
-    let mut prev: Vec<usize> = (0..=h.len()).collect();
-    for (i, rw) in r.iter().enumerate() {
-        let mut row = vec![i + 1; h.len() + 1];
-        for (j, hw) in h.iter().enumerate() {
-            let sub = prev[j] + usize::from(rw != hw);
-            row[j + 1] = sub.min(prev[j + 1] + 1).min(row[j] + 1);
-        }
-        prev = row;
-    }
-    prev[h.len()] as f64 / r.len() as f64
-}
+pub use svc_testkit::speech::word_error_rate as wer;
