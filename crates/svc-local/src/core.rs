@@ -153,6 +153,22 @@ struct Response {
     tool_rounds: u32,
 }
 
+impl Response {
+    /// A reply with nothing said yet: `generation` in flight (none for a greeting), `generated`
+    /// its text so far.
+    fn new(generation: Option<u64>, generated: String) -> Response {
+        Response {
+            generation,
+            splitter: SentenceSplitter::default(),
+            generated,
+            speaking: VecDeque::new(),
+            said: Vec::new(),
+            awaiting: Vec::new(),
+            tool_rounds: 0,
+        }
+    }
+}
+
 /// The last finished reply, kept until the next one: a barge-in may still cut what it played.
 #[derive(Debug)]
 struct Finished {
@@ -487,15 +503,7 @@ impl LocalCore {
         self.replies += 1;
         let params = GenerateParams { seed: self.cfg.params.seed.wrapping_add(self.replies), ..self.cfg.params };
         self.jobs.push_back(Job::Generate { id, messages: self.messages(), tools: self.cfg.tools.clone(), params });
-        self.response = Some(Response {
-            generation: Some(id),
-            splitter: SentenceSplitter::default(),
-            generated: String::new(),
-            speaking: VecDeque::new(),
-            said: Vec::new(),
-            awaiting: Vec::new(),
-            tool_rounds: 0,
-        });
+        self.response = Some(Response::new(Some(id), String::new()));
         self.last = None;
         self.events.push_back(ProviderEvent::ResponseStarted);
     }
@@ -504,28 +512,16 @@ impl LocalCore {
     fn say(&mut self, text: &str) {
         self.cancel_response();
         self.last = None;
-        let mut response = Response {
-            generation: None,
-            splitter: SentenceSplitter::default(),
-            generated: text.to_owned(),
-            speaking: VecDeque::new(),
-            said: Vec::new(),
-            awaiting: Vec::new(),
-            tool_rounds: 0,
-        };
+        self.response = Some(Response::new(None, text.to_owned()));
         self.events.push_back(ProviderEvent::ResponseStarted);
         if self.cfg.text_only {
             self.events.push_back(ProviderEvent::ModelText { text: text.to_owned(), is_final: false, thought: false });
         } else {
-            let mut sentences = response.splitter.push(text);
-            sentences.extend(response.splitter.finish());
-            for sentence in sentences {
-                let id = self.id();
-                self.jobs.push_back(Job::Speak { id, text: sentence.clone() });
-                response.speaking.push_back((id, sentence));
-            }
+            let mut splitter = SentenceSplitter::default();
+            let mut sentences = splitter.push(text);
+            sentences.extend(splitter.finish());
+            self.speak(sentences);
         }
-        self.response = Some(response);
         self.maybe_finish();
     }
 
@@ -638,19 +634,17 @@ impl LocalCore {
         let Some(response) = &mut self.response else { return };
         let Some(position) = response.speaking.iter().position(|(job, _)| *job == id) else { return };
         let Some((_, text)) = response.speaking.remove(position) else { return };
+        // The text reaches the transcript whether or not it could be spoken.
+        let fragment = if response.said.is_empty() { text.clone() } else { format!(" {text}") };
+        response.said.push(Said { text, samples: result.as_ref().map_or(0, Vec::len) });
+        self.events.push_back(ProviderEvent::AssistantTranscript { text: fragment, is_final: false });
         match result {
             Ok(pcm) => {
-                let fragment = if response.said.is_empty() { text.clone() } else { format!(" {text}") };
-                response.said.push(Said { text, samples: pcm.len() });
                 self.usage.output_audio_tokens += audio_tokens(pcm.len(), SPEECH_RATE_HZ);
-                self.events.push_back(ProviderEvent::AssistantTranscript { text: fragment, is_final: false });
                 self.events.push_back(ProviderEvent::AssistantAudio { pcm, sample_rate: SPEECH_RATE_HZ });
             }
             Err(message) => {
-                // The text still reaches the transcript; the error is said once per session.
-                let fragment = if response.said.is_empty() { text.clone() } else { format!(" {text}") };
-                response.said.push(Said { text, samples: 0 });
-                self.events.push_back(ProviderEvent::AssistantTranscript { text: fragment, is_final: false });
+                // Said once per session.
                 if !self.tts_failed {
                     self.tts_failed = true;
                     self.error("local_speech_failed", message);

@@ -182,15 +182,9 @@ impl LocalEngines {
     ///
     /// Why it could not be loaded.
     pub fn whisper(&self) -> Result<Arc<WhisperModel>, String> {
-        if let Some(model) = self.whisper.get() {
-            return Ok(model.clone());
-        }
-        let _loading = self.loading.lock().map_err(|_| "a model load panicked".to_owned())?;
-        if let Some(model) = self.whisper.get() {
-            return Ok(model.clone());
-        }
-        let model = Arc::new(WhisperModel::load(&self.config.models.whisper()).map_err(|error| error.to_string())?);
-        Ok(self.whisper.get_or_init(|| model).clone())
+        self.load_once(&self.whisper, || {
+            WhisperModel::load(&self.config.models.whisper()).map_err(|error| error.to_string())
+        })
     }
 
     /// SmolLM2, loaded on first use. Blocking.
@@ -199,15 +193,25 @@ impl LocalEngines {
     ///
     /// Why it could not be loaded.
     pub fn smollm(&self) -> Result<Arc<SmolLm>, String> {
-        if let Some(model) = self.smollm.get() {
+        self.load_once(&self.smollm, || SmolLm::load(self.config.models.smollm()).map_err(|error| error.to_string()))
+    }
+
+    /// The model in `cell`, loaded by `load` the first time (once, however many ask at once; a
+    /// failed load is tried again by the next caller).
+    fn load_once<T>(
+        &self,
+        cell: &OnceLock<Arc<T>>,
+        load: impl FnOnce() -> Result<T, String>,
+    ) -> Result<Arc<T>, String> {
+        if let Some(model) = cell.get() {
             return Ok(model.clone());
         }
         let _loading = self.loading.lock().map_err(|_| "a model load panicked".to_owned())?;
-        if let Some(model) = self.smollm.get() {
+        if let Some(model) = cell.get() {
             return Ok(model.clone());
         }
-        let model = Arc::new(SmolLm::load(self.config.models.smollm()).map_err(|error| error.to_string())?);
-        Ok(self.smollm.get_or_init(|| model).clone())
+        let model = Arc::new(load()?);
+        Ok(cell.get_or_init(|| model).clone())
     }
 
     /// Loads what the configuration needs (at server start, so the first session does not wait).
