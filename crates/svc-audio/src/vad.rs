@@ -183,6 +183,12 @@ impl TurnDetector {
         self.speaking
     }
 
+    /// Milliseconds of silence at the end of the open turn so far (0 with no turn open): what a
+    /// caller that starts work before the turn ends (preemptive generation) watches.
+    pub fn trailing_silence_ms(&self) -> u32 {
+        if self.speaking { self.unvoiced / (RATE_HZ / 1000) } else { 0 }
+    }
+
     /// Holds the end of the turn (up to `max_hold_ms` past `pause_ms`) while `hold` is true: the
     /// caller's "the utterance looks unfinished" (a transcript ending mid-sentence).
     pub fn set_hold(&mut self, hold: bool) {

@@ -656,6 +656,8 @@ pub struct ProviderLocalBlock {
     pub temperature: Option<f64>,
     /// Longest reply in tokens, 1 to [`LOCAL_MAX_OUTPUT_TOKENS_MAX`].
     pub max_output_tokens: Option<u32>,
+    /// Whether the reply is prepared during the silence before the turn ends (default on).
+    pub preemptive_generation: Option<bool>,
 }
 
 /// Highest provider_local `temperature`.
@@ -796,6 +798,7 @@ fn parse_block(value: &Value, loc: &Loc, issues: &mut Issues) -> Option<Provider
             prefix_padding_ms: integer(&mut fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
             temperature: number(&mut fields, "temperature", 0.0, LOCAL_TEMPERATURE_MAX, issues),
             max_output_tokens: integer(&mut fields, "max_output_tokens", 1, LOCAL_MAX_OUTPUT_TOKENS_MAX, issues),
+            preemptive_generation: boolean(&mut fields, "preemptive_generation", issues),
         }),
     };
     fields.deny_unknown(issues);
@@ -1098,6 +1101,8 @@ pub struct ProviderLocalKnobs {
     pub temperature: Option<f64>,
     /// Longest reply in tokens.
     pub max_output_tokens: Option<u32>,
+    /// Prepare the reply during the silence before the turn ends (`None`: on).
+    pub preemptive_generation: Option<bool>,
 }
 
 /// What one side of the request (`model` or `model_options`) asks for.
@@ -1243,6 +1248,7 @@ pub fn resolve_model(
                 prefix_padding_ms: block.prefix_padding_ms,
                 temperature: block.temperature,
                 max_output_tokens: block.max_output_tokens,
+                preemptive_generation: block.preemptive_generation,
             };
             (Knobs::ProviderLocal(knobs), None)
         }

@@ -11,6 +11,12 @@
 //! → the final transcript and `ResponseDone`. User speech during a reply cancels the generation
 //! and the speech not yet made (barge-in); the runtime then reports how much was played, and the
 //! transcript and the conversation keep only what was heard.
+//!
+//! Preemptive generation: 200 ms into the turn's trailing silence a [`Draft`] transcribes the turn
+//! so far and starts the reply, holding every outcome back. When the silence reaches the
+//! detector's pause the draft is adopted: its transcription is the final one and what it wrote is
+//! replayed into the response, so the user waits only for what is left. Voice before that
+//! discards it (its generation is cancelled) and the turn goes on.
 
 use std::collections::VecDeque;
 
@@ -32,6 +38,10 @@ const MAX_TOOL_ROUNDS: u32 = 3;
 const AUDIO_TOKENS_PER_SECOND: f64 = 10.0;
 /// The longest user turn kept for transcription (the detector ends turns at a minute).
 const MAX_TURN_SAMPLES: usize = 61 * RATE_HZ as usize;
+/// Silence after which the reply is prepared before the turn ends (preemptive generation), by
+/// default: late enough that a breath inside a sentence rarely starts one, early enough that
+/// Whisper (~0.25 s) and most of the first sentence (~0.4 s) are done when a 600 ms turn ends.
+pub const DEFAULT_PREEMPT_AFTER_MS: u32 = 200;
 
 /// How a session's pipeline behaves.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +62,10 @@ pub struct CoreConfig {
     pub params: GenerateParams,
     /// A partial transcription every this much turn audio, in milliseconds (0: none).
     pub partial_every_ms: u32,
+    /// Preemptive generation: after this much silence in an open turn, transcribe it and start
+    /// the reply, held back until the turn really ends (and thrown away if the user speaks on).
+    /// 0, or not less than the detector's pause, turns it off.
+    pub preempt_after_ms: u32,
 }
 
 /// Work for the shell. Jobs of one lane run one at a time in order: transcriptions and
@@ -187,6 +201,28 @@ struct Turn {
     partial_at: usize,
     partial_in_flight: Option<u64>,
     partial_text: String,
+    /// The reply prepared during the turn's trailing silence.
+    draft: Option<Draft>,
+}
+
+/// A reply prepared before its turn ended (preemptive generation): the turn's audio so far is
+/// transcribed and the reply generated, but nothing is said or sent until the turn ends. Then
+/// its transcription is the turn's final one, and its generation becomes the response, with what
+/// it wrote so far replayed. Valid only while no voice follows the audio it heard: the user
+/// speaking on discards it.
+#[derive(Debug)]
+struct Draft {
+    /// Its transcription job (the turn's final transcription if the draft is adopted).
+    transcription: u64,
+    /// The transcript, once back.
+    transcript: Option<String>,
+    /// Its generation, once started.
+    generation: Option<u64>,
+    /// The generation's outcomes, held until the turn ends.
+    held: Vec<Outcome>,
+    /// The transcription failed: the turn's end transcribes again (and no other draft is made
+    /// for this silence, so a failing model is not asked every 20 ms).
+    failed: bool,
 }
 
 /// The conversation. See the module docs.
@@ -199,6 +235,8 @@ pub struct LocalCore {
     turn: Option<Turn>,
     /// Final transcriptions in flight: (job, speech start).
     finals: VecDeque<(u64, u64)>,
+    /// The draft of a turn that has ended, until its transcript decides its fate.
+    adopted: Option<Draft>,
     history: Vec<ChatMessage>,
     notes: Vec<String>,
     response: Option<Response>,
@@ -241,6 +279,7 @@ impl LocalCore {
             muted: false,
             turn: None,
             finals: VecDeque::new(),
+            adopted: None,
             history,
             notes: Vec::new(),
             response: None,
@@ -349,6 +388,7 @@ impl LocalCore {
         if self.closed {
             return;
         }
+        let Some(outcome) = self.hold(outcome) else { return };
         match outcome {
             Outcome::Transcribed { id, result } => self.transcribed(id, result),
             Outcome::Text { id, text } => self.text(id, &text),
@@ -374,6 +414,7 @@ impl LocalCore {
         self.samples_in += pcm.len() as u64;
         self.detector.push(pcm, &mut self.vad_out);
         self.drain_vad();
+        self.maybe_draft();
     }
 
     fn drain_vad(&mut self) {
@@ -401,7 +442,12 @@ impl LocalCore {
             partial_at: 0,
             partial_in_flight: None,
             partial_text: String::new(),
+            draft: None,
         });
+        // The previous turn's reply, prepared or not, is not wanted any more.
+        if let Some(draft) = self.adopted.take() {
+            self.discard(draft);
+        }
         self.events.push_back(ProviderEvent::UserSpeechStarted);
         let audible = self.response.as_ref().is_some_and(|r| !r.said.is_empty() || !r.speaking.is_empty())
             || self.last.as_ref().is_some_and(|last| !last.said.is_empty());
@@ -417,7 +463,15 @@ impl LocalCore {
             return;
         }
         let Some(turn) = &self.turn else { return };
-        if turn.partial_in_flight.is_some() || turn.audio.len() < turn.partial_at + every {
+        // A draft's transcription is the newest transcript there will be, and one is coming when
+        // the silence has gone on for half the wait: a partial now would only hold it up.
+        let draft_near =
+            self.cfg.preempt_after_ms > 0 && self.detector.trailing_silence_ms() >= self.cfg.preempt_after_ms / 2;
+        if turn.partial_in_flight.is_some()
+            || turn.draft.is_some()
+            || draft_near
+            || turn.audio.len() < turn.partial_at + every
+        {
             return;
         }
         let pcm = turn.audio.clone();
@@ -429,16 +483,108 @@ impl LocalCore {
         self.jobs.push_back(Job::Transcribe { id, pcm, partial: true });
     }
 
+    /// Starts a draft once the open turn's silence is long enough; discards it when voice
+    /// follows.
+    fn maybe_draft(&mut self) {
+        let after = self.cfg.preempt_after_ms;
+        if after == 0 || after >= self.detector.config().pause_ms {
+            return;
+        }
+        let silence = self.detector.trailing_silence_ms();
+        let Some(turn) = &mut self.turn else { return };
+        if silence < after {
+            if let Some(draft) = turn.draft.take() {
+                self.discard(draft);
+            }
+            return;
+        }
+        if turn.draft.is_some() || turn.audio.is_empty() {
+            return;
+        }
+        let pcm = turn.audio.clone();
+        let transcription = self.id();
+        if let Some(turn) = &mut self.turn {
+            turn.draft =
+                Some(Draft { transcription, transcript: None, generation: None, held: Vec::new(), failed: false });
+        }
+        self.jobs.push_back(Job::Transcribe { id: transcription, pcm, partial: false });
+    }
+
+    /// Stops a draft's generation; its transcription, if still running, comes back unheard.
+    fn discard(&mut self, draft: Draft) {
+        if let Some(id) = draft.generation {
+            self.jobs.push_back(Job::Cancel { id });
+        }
+    }
+
     fn speech_stopped(&mut self) {
-        let Some(turn) = self.turn.take() else { return };
+        let Some(mut turn) = self.turn.take() else { return };
         self.events.push_back(ProviderEvent::UserSpeechStopped);
-        let id = self.id();
         self.usage.input_audio_tokens += audio_tokens(turn.audio.len(), RATE_HZ);
+        // The draft heard everything but silence: its transcription is the turn's.
+        if let Some(mut draft) = turn.draft.take().filter(|draft| !draft.failed) {
+            let id = draft.transcription;
+            self.finals.push_back((id, turn.started_ms));
+            let transcript = draft.transcript.take();
+            self.adopted = Some(draft);
+            if let Some(text) = transcript {
+                self.transcribed(id, Ok(text));
+            }
+            return;
+        }
+        let id = self.id();
         self.finals.push_back((id, turn.started_ms));
         self.jobs.push_back(Job::Transcribe { id, pcm: turn.audio, partial: false });
     }
 
+    /// The draft's transcript is back while its turn is still open: start its reply, unless a
+    /// reply is already being made (then the turn's end starts one the usual way).
+    fn draft_transcribed(&mut self, text: String) {
+        if text.trim().is_empty() || self.response.is_some() {
+            if let Some(draft) = self.turn.as_mut().and_then(|turn| turn.draft.as_mut()) {
+                draft.transcript = Some(text);
+            }
+            return;
+        }
+        let id = self.id();
+        let mut messages = self.messages();
+        messages.push(ChatMessage::user(text.clone()));
+        let params = self.reply_params(self.replies + 1);
+        self.jobs.push_back(Job::Generate { id, messages, tools: self.cfg.tools.clone(), params });
+        if let Some(draft) = self.turn.as_mut().and_then(|turn| turn.draft.as_mut()) {
+            draft.transcript = Some(text);
+            draft.generation = Some(id);
+        }
+    }
+
+    /// Holds an outcome of a draft's generation until the draft is adopted; gives back any
+    /// other outcome.
+    fn hold(&mut self, outcome: Outcome) -> Option<Outcome> {
+        let (Outcome::Text { id, .. } | Outcome::Generated { id, .. }) = &outcome else { return Some(outcome) };
+        let open = self.turn.as_mut().and_then(|turn| turn.draft.as_mut());
+        let Some(draft) = open.into_iter().chain(self.adopted.as_mut()).find(|draft| draft.generation == Some(*id))
+        else {
+            return Some(outcome);
+        };
+        draft.held.push(outcome);
+        None
+    }
+
     fn transcribed(&mut self, id: u64, result: Result<String, String>) {
+        if let Some(turn) = &mut self.turn
+            && let Some(draft) = &turn.draft
+            && draft.transcription == id
+        {
+            match result {
+                Ok(text) => self.draft_transcribed(text),
+                Err(_) => {
+                    if let Some(draft) = &mut turn.draft {
+                        draft.failed = true;
+                    }
+                }
+            }
+            return;
+        }
         if let Some(turn) = &mut self.turn
             && turn.partial_in_flight == Some(id)
         {
@@ -472,11 +618,49 @@ impl LocalCore {
                 self.publish_usage();
                 // A newer turn already open means the user is still talking: its end answers.
                 if self.turn.is_none() && self.finals.is_empty() {
-                    self.reply();
+                    self.answer_turn(id);
+                } else {
+                    self.drop_adopted(id);
                 }
             }
-            Ok(_) => self.publish_usage(),
-            Err(message) => self.error("local_transcription_failed", message),
+            Ok(_) => {
+                self.drop_adopted(id);
+                self.publish_usage();
+            }
+            Err(message) => {
+                self.drop_adopted(id);
+                self.error("local_transcription_failed", message);
+            }
+        }
+    }
+
+    /// Discards the adopted draft of the turn transcribed by `id`.
+    fn drop_adopted(&mut self, id: u64) {
+        if self.adopted.as_ref().is_some_and(|draft| draft.transcription == id)
+            && let Some(draft) = self.adopted.take()
+        {
+            self.discard(draft);
+        }
+    }
+
+    /// Replies to the turn transcribed by `id`: with its draft's generation when there is one
+    /// (replaying what it wrote so far), else with a new one.
+    fn answer_turn(&mut self, id: u64) {
+        let draft = self.adopted.take_if(|draft| draft.transcription == id);
+        let Some(Draft { generation: Some(generation), held, .. }) = draft else {
+            if let Some(draft) = draft {
+                self.discard(draft);
+            }
+            self.reply();
+            return;
+        };
+        self.cancel_response();
+        self.replies += 1;
+        self.response = Some(Response::new(Some(generation), String::new()));
+        self.last = None;
+        self.events.push_back(ProviderEvent::ResponseStarted);
+        for outcome in held {
+            self.handle_outcome(outcome);
         }
     }
 
@@ -501,11 +685,16 @@ impl LocalCore {
         self.cancel_response();
         let id = self.id();
         self.replies += 1;
-        let params = GenerateParams { seed: self.cfg.params.seed.wrapping_add(self.replies), ..self.cfg.params };
+        let params = self.reply_params(self.replies);
         self.jobs.push_back(Job::Generate { id, messages: self.messages(), tools: self.cfg.tools.clone(), params });
         self.response = Some(Response::new(Some(id), String::new()));
         self.last = None;
         self.events.push_back(ProviderEvent::ResponseStarted);
+    }
+
+    /// Sampling for reply number `reply`: the seed advances per reply.
+    fn reply_params(&self, reply: u64) -> GenerateParams {
+        GenerateParams { seed: self.cfg.params.seed.wrapping_add(reply), ..self.cfg.params }
     }
 
     /// Speaks `text` as a response of its own (the greeting), without the model.

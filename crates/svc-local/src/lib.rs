@@ -100,6 +100,11 @@ pub fn core_config(setup: &SessionSetup) -> core::CoreConfig {
             ..GenerateParams::default()
         },
         partial_every_ms: PARTIAL_EVERY_MS,
+        preempt_after_ms: if knobs.and_then(|knobs| knobs.preemptive_generation).unwrap_or(true) {
+            core::DEFAULT_PREEMPT_AFTER_MS
+        } else {
+            0
+        },
     }
 }
 

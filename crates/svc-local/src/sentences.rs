@@ -7,11 +7,16 @@ const MIN_CHARS: usize = 12;
 /// A clause longer than this is cut at its last comma or space (a model that never ends a
 /// sentence must still be heard).
 const MAX_CHARS: usize = 220;
+/// The reply's first piece may end at a comma once it is this long: the user is waiting for it,
+/// and a clause is a natural place for speech to pause while the rest is written.
+const FIRST_CLAUSE_MIN_CHARS: usize = 16;
 
-/// Collects text pieces; hands out complete sentences.
+/// Collects text pieces; hands out complete sentences (the first may be a clause).
 #[derive(Debug, Default, Clone)]
 pub struct SentenceSplitter {
     pending: String,
+    /// A piece has been handed out.
+    started: bool,
 }
 
 impl SentenceSplitter {
@@ -24,6 +29,7 @@ impl SentenceSplitter {
             let sentence = std::mem::replace(&mut self.pending, rest);
             let sentence = clean(&sentence);
             if !sentence.is_empty() {
+                self.started = true;
                 out.push(sentence);
             }
         }
@@ -47,8 +53,10 @@ impl SentenceSplitter {
                 '.' | '!' | '?' | ';' | ':' => next.is_some_and(char::is_whitespace),
                 _ => false,
             };
+            let clause = !self.started && ch == ',' && next.is_some_and(char::is_whitespace);
             let end = at + ch.len_utf8();
-            if boundary && text[..end].trim().chars().count() >= MIN_CHARS {
+            let length = text[..end].trim().chars().count();
+            if (boundary && length >= MIN_CHARS) || (clause && length >= FIRST_CLAUSE_MIN_CHARS) {
                 return Some(end);
             }
         }
@@ -86,6 +94,14 @@ mod tests {
         assert_eq!(splitter.push(" is Paris. It is"), ["The capital of France is Paris."]);
         assert!(splitter.push(" lovely").is_empty());
         assert_eq!(splitter.finish().as_deref(), Some("It is lovely"));
+    }
+
+    #[test]
+    fn the_first_piece_may_be_a_clause_and_later_ones_are_sentences() {
+        assert_eq!(
+            split(&["Well, ", "the capital of France, ", "as you know, is Paris, a city of light. ", "Yes, it is."]),
+            ["Well, the capital of France,", "as you know, is Paris, a city of light.", "Yes, it is."]
+        );
     }
 
     #[test]

@@ -681,6 +681,7 @@ export interface components {
             max_output_tokens?: number | null;
             /** @description A model id of this provider in the catalog. */
             model_id?: string | null;
+            preemptive_generation?: boolean | null;
             prefix_padding_ms?: number | null;
             /** @enum {string} */
             provider: "provider_local";

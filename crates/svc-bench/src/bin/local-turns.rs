@@ -13,6 +13,10 @@
 //! - **TTS first audio**: that synthesis time;
 //! - **total**: the last sample of speech → the first `AssistantAudio`.
 //!
+//! With `preemptive_generation` (on by default; `--preemptive false` turns it off) STT and the
+//! reply start during the end-of-turn silence, so the STT and LLM columns show only what is left
+//! of them once the turn has ended; with it off they are each stage's whole time.
+//!
 //! Usage: `cargo run --release -p svc-bench --bin local-turns -- [--turns 20] [--sessions 1,2,3]`
 //! with the models installed (`svc models install`; `SVC_LOCAL_MODELS` or
 //! `./target/local-models`). The report is Markdown on stdout; progress goes to stderr.
@@ -56,6 +60,9 @@ struct Args {
     /// The end-of-turn silence (`silence_duration_ms`).
     #[arg(long, default_value_t = 600)]
     silence_ms: u32,
+    /// `preemptive_generation`: prepare the reply during the end-of-turn silence.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    preemptive: bool,
 }
 
 /// One measured turn, in milliseconds.
@@ -74,8 +81,12 @@ fn models() -> ModelsDir {
     )
 }
 
-fn setup(silence_ms: u32) -> anyhow::Result<SessionSetup> {
-    let block = serde_json::json!({"provider": "provider_local", "silence_duration_ms": silence_ms});
+fn setup(silence_ms: u32, preemptive: bool) -> anyhow::Result<SessionSetup> {
+    let block = serde_json::json!({
+        "provider": "provider_local",
+        "silence_duration_ms": silence_ms,
+        "preemptive_generation": preemptive,
+    });
     let mut issues = svc_domain::parse::Issues::default();
     let choice = svc_domain::model::parse_model(&block, &svc_domain::parse::body(), &mut issues)
         .context("a provider_local block")?;
@@ -100,8 +111,9 @@ async fn run_session(
     index: usize,
     turns: usize,
     silence_ms: u32,
+    preemptive: bool,
 ) -> anyhow::Result<Vec<Turn>> {
-    let mut session = svc_local::start(&setup(silence_ms)?, &engines, CancellationToken::new())?;
+    let mut session = svc_local::start(&setup(silence_ms, preemptive)?, &engines, CancellationToken::new())?;
     loop {
         match session.events.recv().await {
             Some(ProviderEvent::Ready { .. }) => break,
@@ -210,7 +222,7 @@ async fn main() -> anyhow::Result<()> {
     for &n in &args.sessions {
         let mut tasks = Vec::new();
         for index in 0..n {
-            tasks.push(tokio::spawn(run_session(engines.clone(), index, args.turns, args.silence_ms)));
+            tasks.push(tokio::spawn(run_session(engines.clone(), index, args.turns, args.silence_ms, args.preemptive)));
         }
         let mut turns = Vec::new();
         for task in tasks {

@@ -14,7 +14,42 @@ fn config() -> CoreConfig {
         detector: TurnDetectorConfig { max_hold_ms: 0, ..TurnDetectorConfig::default() },
         params: GenerateParams::default(),
         partial_every_ms: 1000,
+        // The classic path (transcribe and reply once the turn has ended); drafts have their own
+        // tests below.
+        preempt_after_ms: 0,
     }
+}
+
+fn preempting() -> CoreConfig {
+    CoreConfig { preempt_after_ms: DEFAULT_PREEMPT_AFTER_MS, ..config() }
+}
+
+/// Speech for `text` alone, in 20 ms chunks.
+fn voice_into(core: &mut LocalCore, text: &str) {
+    for chunk in svc_testkit::speech::speech(text, RATE_HZ).chunks(320) {
+        core.handle_input(ProviderInput::NativeAudio(chunk.to_vec()));
+    }
+}
+
+/// `ms` of silence in 20 ms chunks.
+fn silence_into(core: &mut LocalCore, ms: u32) {
+    for _ in 0..ms / 20 {
+        core.handle_input(ProviderInput::NativeAudio(vec![0; 320]));
+    }
+}
+
+/// Feeds silence until a transcription that is not a partial one is asked for; gives the jobs so
+/// far and the silence it took.
+fn silence_until_job(core: &mut LocalCore, most_ms: u32) -> (Vec<Job>, u32) {
+    let mut sent = Vec::new();
+    for step in 1..=most_ms / 20 {
+        silence_into(core, 20);
+        sent.extend(jobs(core));
+        if sent.iter().any(|job| matches!(job, Job::Transcribe { partial: false, .. })) {
+            return (sent, step * 20);
+        }
+    }
+    panic!("no transcription within {most_ms} ms of silence: {sent:?}")
 }
 
 fn started(cfg: CoreConfig) -> LocalCore {
@@ -305,4 +340,164 @@ fn heard_text_covers_whole_sentences_then_a_share_of_words() {
     assert_eq!(heard_text(&said, 500), "One two");
     assert_eq!(heard_text(&said, 1000), "One two three four.");
     assert_eq!(heard_text(&said, 5000), "One two three four. Five six.");
+}
+
+#[test]
+fn a_reply_prepared_in_the_trailing_silence_is_held_until_the_turn_ends() {
+    let mut core = started(preempting());
+    voice_into(&mut core, "What is the capital of France?");
+    jobs(&mut core);
+    let (sent, after_ms) = silence_until_job(&mut core, 600);
+    let draft = final_transcription(&sent);
+    assert!((200..400).contains(&after_ms), "the draft starts after ~200 ms of silence, not {after_ms} ms");
+    assert!(!events(&mut core).contains(&ProviderEvent::UserSpeechStopped), "the turn is still open");
+
+    core.handle_outcome(Outcome::Transcribed { id: draft, result: Ok("What is the capital of France?".to_owned()) });
+    let Some(Job::Generate { id: llm, messages, .. }) =
+        jobs(&mut core).into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("the draft's reply is generated while the user may still speak on")
+    };
+    assert_eq!(messages.last().map(|m| m.content.as_str()), Some("What is the capital of France?"));
+    core.handle_outcome(Outcome::Text { id: llm, text: "The capital of France is Paris. It".to_owned() });
+    assert!(jobs(&mut core).is_empty(), "nothing is spoken before the turn ends");
+    assert!(events(&mut core).is_empty(), "nothing is sent before the turn ends");
+
+    silence_into(&mut core, 600);
+    let seen = events(&mut core);
+    assert_eq!(seen[0], ProviderEvent::UserSpeechStopped);
+    assert!(
+        matches!(&seen[1], ProviderEvent::UserTranscript { text, is_final: true, .. } if text == "What is the capital of France?"),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&ProviderEvent::ResponseStarted));
+    let sent = jobs(&mut core);
+    assert!(
+        !sent.iter().any(|job| matches!(job, Job::Transcribe { .. } | Job::Generate { .. })),
+        "the draft's work is used, not done again: {sent:?}"
+    );
+    let spoken = speak_ids(&sent);
+    assert_eq!(spoken.len(), 1);
+    assert_eq!(spoken[0].1, "The capital of France is Paris.", "what it wrote so far is spoken at once");
+
+    // From here it is an ordinary reply.
+    core.handle_outcome(Outcome::Text { id: llm, text: " is lovely.".to_owned() });
+    core.handle_outcome(Outcome::Generated {
+        id: llm,
+        result: Ok(generation("The capital of France is Paris. It is lovely.")),
+    });
+    let rest = speak_ids(&jobs(&mut core));
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].1, "It is lovely.");
+    core.handle_outcome(Outcome::Spoken { id: spoken[0].0, result: Ok(vec![1; 24_000]) });
+    core.handle_outcome(Outcome::Spoken { id: rest[0].0, result: Ok(vec![1; 12_000]) });
+    let seen = events(&mut core);
+    assert!(seen.contains(&ProviderEvent::AssistantTranscript {
+        text: "The capital of France is Paris. It is lovely.".to_owned(),
+        is_final: true
+    }));
+    assert_eq!(seen.last(), Some(&ProviderEvent::ResponseDone { status: ResponseStatus::Completed }));
+
+    // The next reply's sampling seed is the one a reply made the classic way would get.
+    core.handle_input(ProviderInput::Text("And Spain?".to_owned()));
+    let Some(Job::Generate { params, .. }) =
+        jobs(&mut core).into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("a reply")
+    };
+    assert_eq!(params.seed, GenerateParams::default().seed.wrapping_add(2));
+}
+
+#[test]
+fn speaking_on_after_a_pause_discards_the_prepared_reply() {
+    let mut core = started(preempting());
+    voice_into(&mut core, "What is the capital");
+    jobs(&mut core);
+    let (sent, _) = silence_until_job(&mut core, 500);
+    let draft = final_transcription(&sent);
+    core.handle_outcome(Outcome::Transcribed { id: draft, result: Ok("What is the capital".to_owned()) });
+    let llm = generate_id(&jobs(&mut core));
+
+    // The user was only pausing.
+    voice_into(&mut core, "of France?");
+    let sent = jobs(&mut core);
+    assert!(sent.contains(&Job::Cancel { id: llm }), "{sent:?}");
+    // Its late outcomes change nothing.
+    core.handle_outcome(Outcome::Text { id: llm, text: "Capital of what?".to_owned() });
+    core.handle_outcome(Outcome::Generated { id: llm, result: Ok(generation("Capital of what?")) });
+    assert!(speak_ids(&jobs(&mut core)).is_empty());
+    let seen = events(&mut core);
+    assert!(
+        !seen.iter().any(|event| matches!(
+            event,
+            ProviderEvent::UserSpeechStopped
+                | ProviderEvent::ResponseStarted
+                | ProviderEvent::UserTranscript { is_final: true, .. }
+        )),
+        "{seen:?}"
+    );
+
+    // The whole question gets a draft of its own, and that one answers.
+    let (sent, _) = silence_until_job(&mut core, 500);
+    let second = final_transcription(&sent);
+    assert_ne!(second, draft);
+    core.handle_outcome(Outcome::Transcribed { id: second, result: Ok("What is the capital of France?".to_owned()) });
+    let Some(Job::Generate { id: llm2, messages, .. }) =
+        jobs(&mut core).into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("a reply to the whole question")
+    };
+    assert_eq!(messages.last().map(|m| m.content.as_str()), Some("What is the capital of France?"));
+    silence_into(&mut core, 600);
+    core.handle_outcome(Outcome::Text { id: llm2, text: "Paris is the capital. ".to_owned() });
+    assert_eq!(speak_ids(&jobs(&mut core)).len(), 1);
+    let finals: Vec<_> = events(&mut core)
+        .into_iter()
+        .filter_map(|event| match event {
+            ProviderEvent::UserTranscript { text, is_final: true, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finals, ["What is the capital of France?"]);
+}
+
+#[test]
+fn a_turn_that_ends_before_its_draft_is_transcribed_waits_for_that_transcription() {
+    let mut core = started(preempting());
+    voice_into(&mut core, "Tell me a joke.");
+    jobs(&mut core);
+    silence_into(&mut core, 1000);
+    let sent = jobs(&mut core);
+    let transcriptions: Vec<u64> = sent
+        .iter()
+        .filter_map(|job| match job {
+            Job::Transcribe { id, partial: false, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(transcriptions.len(), 1, "the draft's transcription serves as the final one: {sent:?}");
+    assert!(events(&mut core).contains(&ProviderEvent::UserSpeechStopped));
+
+    core.handle_outcome(Outcome::Transcribed { id: transcriptions[0], result: Ok("Tell me a joke.".to_owned()) });
+    let seen = events(&mut core);
+    assert!(matches!(&seen[0], ProviderEvent::UserTranscript { is_final: true, .. }), "{seen:?}");
+    assert!(seen.contains(&ProviderEvent::ResponseStarted));
+    generate_id(&jobs(&mut core));
+}
+
+#[test]
+fn a_failed_draft_transcription_is_not_retried_every_frame_and_the_turn_is_transcribed_again() {
+    let mut core = started(preempting());
+    voice_into(&mut core, "Tell me a joke.");
+    jobs(&mut core);
+    let (sent, _) = silence_until_job(&mut core, 500);
+    let draft = final_transcription(&sent);
+    core.handle_outcome(Outcome::Transcribed { id: draft, result: Err("out of memory".to_owned()) });
+    silence_into(&mut core, 100);
+    assert!(jobs(&mut core).is_empty(), "one draft per silence");
+    silence_into(&mut core, 600);
+    let again = final_transcription(&jobs(&mut core));
+    assert_ne!(again, draft);
+    core.handle_outcome(Outcome::Transcribed { id: again, result: Ok("Tell me a joke.".to_owned()) });
+    generate_id(&jobs(&mut core));
 }

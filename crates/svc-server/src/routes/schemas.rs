@@ -265,6 +265,7 @@ fn model_block_doc() -> Value {
                 "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": model::LOCAL_TEMPERATURE_MAX},
                 "max_output_tokens": {"type": ["integer", "null"], "minimum": 1,
                     "maximum": model::LOCAL_MAX_OUTPUT_TOKENS_MAX},
+                "preemptive_generation": {"type": ["boolean", "null"]},
             })),
         ],
     })
