@@ -477,7 +477,7 @@ impl Call {
     pub fn on_request(&mut self, sh: &mut Shared, now: Instant, source: SocketAddr, incoming: &Incoming) -> Result<(), Dropped> {
         let SipMessage::Request(request) = &incoming.message else { return Err(Dropped::Stray) };
         let message = &incoming.message;
-        let (cseq, _) = message::cseq(message).ok_or_else(|| Dropped::Malformed("CSeq".into()))?;
+        let cseq = message::cseq_number(message).ok_or_else(|| Dropped::Malformed("CSeq".into()))?;
         let branch = message::top_branch(message).map(|(b, _)| b).unwrap_or_default();
         if request.method == Method::Ack {
             self.on_ack(sh, now, cseq, message);
@@ -662,6 +662,11 @@ impl Call {
         }
         self.clients.retain(|tx| !tx.is_terminated());
         self.servers.retain(|tx| !tx.is_expired(now));
+    }
+
+    /// Some client transaction still waits for a final response.
+    pub fn has_pending_requests(&self) -> bool {
+        self.clients.iter().any(ClientTx::is_pending)
     }
 
     /// Reported, and nothing left to retransmit or absorb: the core may forget the call.

@@ -72,6 +72,11 @@ impl SipCore {
         self.calls.contains_key(call)
     }
 
+    /// Some request of ours still waits for its final response (a shutdown waits for these).
+    pub fn has_pending_requests(&self) -> bool {
+        self.calls.values().any(Call::has_pending_requests)
+    }
+
     fn transactions(&self) -> usize {
         self.calls.values().map(Call::transactions).sum()
     }

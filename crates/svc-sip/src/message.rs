@@ -131,8 +131,12 @@ fn unfold(head: &str) -> Vec<String> {
     for line in head.split("\r\n") {
         match lines.last_mut() {
             Some(last) if line.starts_with([' ', '\t']) => {
-                last.push(' ');
-                last.push_str(line.trim_start());
+                let rest = line.trim_start();
+                // rsip reads `uri;tag=x` but not `uri ;tag=x`, which the grammar also allows.
+                if !rest.starts_with(';') {
+                    last.push(' ');
+                }
+                last.push_str(rest);
             }
             _ => lines.push(line.to_owned()),
         }
@@ -157,6 +161,14 @@ pub(crate) fn top_branch(message: &SipMessage) -> Option<(String, usize)> {
 pub(crate) fn cseq(message: &SipMessage) -> Option<(u32, Method)> {
     message.headers().iter().find_map(|h| match h {
         Header::CSeq(cseq) => cseq.typed().ok().map(|c| (c.seq, c.method)),
+        _ => None,
+    })
+}
+
+/// The sequence number of CSeq, whatever its method says (unknown methods too).
+pub(crate) fn cseq_number(message: &SipMessage) -> Option<u32> {
+    message.headers().iter().find_map(|h| match h {
+        Header::CSeq(cseq) => cseq.value().split_whitespace().next()?.parse().ok(),
         _ => None,
     })
 }
