@@ -195,7 +195,7 @@ mod tests {
             "Digest realm=\"testrealm@host.com\", qop=\"auth,auth-int\", \
              nonce=\"dcd98b7102dd2f0e8b11d0f600bfb0c093\", opaque=\"5ccc069c403ebaf9f0171e9517f40e41\"",
         )
-        .unwrap();
+        .expect("value");
         assert!(challenge.qop_auth && !challenge.stale && challenge.is_supported());
         let value = challenge.authorization(&mufasa(), "GET", "/dir/index.html", "0a4f113b");
         assert_eq!(
@@ -209,8 +209,14 @@ mod tests {
     #[test]
     fn without_qop_the_rfc2069_form() {
         // H(A1)=939e7578ed9e3c518a452acee763bce9 and H(A2) of "GET:/dir/index.html", RFC 2069 style.
-        let response =
-            digest_response(&mufasa(), "testrealm@host.com", "dcd98b7102dd2f0e8b11d0f600bfb0c093", "GET", "/dir/index.html", None);
+        let response = digest_response(
+            &mufasa(),
+            "testrealm@host.com",
+            "dcd98b7102dd2f0e8b11d0f600bfb0c093",
+            "GET",
+            "/dir/index.html",
+            None,
+        );
         assert_eq!(response, "670fd8c2df070c60b045671b8b24ff02");
     }
 
@@ -219,9 +225,9 @@ mod tests {
         assert!(Challenge::parse("Basic realm=\"x\"").is_none());
         assert!(Challenge::parse("Digest realm=\"x\"").is_none(), "no nonce");
         assert!(Challenge::parse("Digest realm=\"x, nonce=\"y\"").is_none(), "unterminated quote");
-        let stale = Challenge::parse("digest nonce=abc,realm=r,stale=TRUE,algorithm=SHA-256").unwrap();
+        let stale = Challenge::parse("digest nonce=abc,realm=r,stale=TRUE,algorithm=SHA-256").expect("parses");
         assert!(stale.stale && !stale.is_supported() && !stale.qop_auth);
-        let escaped = Challenge::parse(r#"Digest realm="a\"b", nonce="n""#).unwrap();
+        let escaped = Challenge::parse(r#"Digest realm="a\"b", nonce="n""#).expect("parses");
         assert_eq!(escaped.realm, "a\"b");
     }
 }

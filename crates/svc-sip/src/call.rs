@@ -16,6 +16,9 @@ use crate::model::{CallEventKind, CallId, EndReason, FailReason, Party as Side};
 use crate::sdp::{self, Direction, LocalMedia};
 use crate::transaction::{ClientTx, Final, Fired, ServerFired, ServerTx};
 
+/// A response to build: status, reason phrase, extra headers, `(content type, body)`.
+type Answer = (u16, &'static str, Vec<Header>, Option<(&'static str, Vec<u8>)>);
+
 /// Most answered requests remembered per call (for retransmissions).
 const MAX_SERVER_TX: usize = 16;
 /// Most challenges answered for one request (a second one is only answered when `stale`).
@@ -141,7 +144,14 @@ impl Call {
             body: Some(("application/sdp", body)),
         });
         self.invite_branch = branch.clone();
-        self.clients.push(ClientTx::new(now, Method::Invite, self.invite_cseq, branch, bytes.clone(), sh.config.timers));
+        self.clients.push(ClientTx::new(
+            now,
+            Method::Invite,
+            self.invite_cseq,
+            branch,
+            bytes.clone(),
+            sh.config.timers,
+        ));
         sh.send(bytes);
     }
 
@@ -207,8 +217,10 @@ impl Call {
     /// Sends the CANCEL once the INVITE has a provisional response (§9.1: not before).
     fn try_cancel(&mut self, sh: &mut Shared, now: Instant) {
         let Some(cancel) = self.cancel.as_mut() else { return };
-        let proceeding =
-            self.clients.iter().any(|tx| tx.method == Method::Invite && tx.cseq == self.invite_cseq && tx.is_proceeding());
+        let proceeding = self
+            .clients
+            .iter()
+            .any(|tx| tx.method == Method::Invite && tx.cseq == self.invite_cseq && tx.is_proceeding());
         if cancel.sent || !proceeding {
             return;
         }
@@ -224,7 +236,14 @@ impl Call {
             extra: Vec::new(),
             body: None,
         });
-        let tx = ClientTx::new(now, Method::Cancel, self.invite_cseq, self.invite_branch.clone(), bytes.clone(), sh.config.timers);
+        let tx = ClientTx::new(
+            now,
+            Method::Cancel,
+            self.invite_cseq,
+            self.invite_branch.clone(),
+            bytes.clone(),
+            sh.config.timers,
+        );
         self.clients.push(tx);
         sh.send(bytes);
     }
@@ -356,7 +375,14 @@ impl Call {
     /// Answers a challenge (§22.2) with a new INVITE: CSeq + 1, new branch, same Call-ID and
     /// From tag. Returns false when it cannot (no credentials, unsupported, or tried already).
     fn retry_invite(&mut self, sh: &mut Shared, now: Instant, response: &SipMessage, status: u16) -> bool {
-        let Some(header) = self.answer_challenge(sh, response, status, Method::Invite, &self.request_uri.clone(), self.invite_auth_attempts) else {
+        let Some(header) = self.answer_challenge(
+            sh,
+            response,
+            status,
+            Method::Invite,
+            &self.request_uri.clone(),
+            self.invite_auth_attempts,
+        ) else {
             return false;
         };
         self.invite_auth_attempts += 1;
@@ -474,7 +500,13 @@ impl Call {
     }
 
     /// A request with this call's Call-ID, from `source`.
-    pub fn on_request(&mut self, sh: &mut Shared, now: Instant, source: SocketAddr, incoming: &Incoming) -> Result<(), Dropped> {
+    pub fn on_request(
+        &mut self,
+        sh: &mut Shared,
+        now: Instant,
+        source: SocketAddr,
+        incoming: &Incoming,
+    ) -> Result<(), Dropped> {
         let SipMessage::Request(request) = &incoming.message else { return Err(Dropped::Stray) };
         let message = &incoming.message;
         let cseq = message::cseq_number(message).ok_or_else(|| Dropped::Malformed("CSeq".into()))?;
@@ -483,14 +515,18 @@ impl Call {
             self.on_ack(sh, now, cseq, message);
             return Ok(());
         }
-        if let Some(tx) = self.servers.iter().find(|tx| !branch.is_empty() && tx.branch == branch && tx.method == request.method) {
+        if let Some(tx) =
+            self.servers.iter().find(|tx| !branch.is_empty() && tx.branch == branch && tx.method == request.method)
+        {
             // A retransmission: answer from the cache (§17.2.1, §17.2.2).
             sh.send_to(source, tx.response.clone());
             return Ok(());
         }
-        let in_dialog = self.dialog.as_ref().is_some_and(|d| message::from_tag(message).as_deref() == Some(d.remote_tag.as_str()))
-            && message::to_tag(message).as_deref() == Some(self.local_tag.as_str());
-        let (status, reason, extra, body) = if !in_dialog || self.phase == Phase::Over && request.method != Method::Bye {
+        let in_dialog =
+            self.dialog.as_ref().is_some_and(|d| message::from_tag(message).as_deref() == Some(d.remote_tag.as_str()))
+                && message::to_tag(message).as_deref() == Some(self.local_tag.as_str());
+        let (status, reason, extra, body) = if !in_dialog || self.phase == Phase::Over && request.method != Method::Bye
+        {
             (481, "Call/Transaction Does Not Exist", Vec::new(), None)
         } else if incoming.unknown_method.is_some() {
             (501, "Not Implemented", vec![allow()], None)
@@ -514,14 +550,7 @@ impl Call {
         Ok(())
     }
 
-    #[allow(clippy::type_complexity)]
-    fn in_dialog_request(
-        &mut self,
-        sh: &mut Shared,
-        now: Instant,
-        request: &SipMessage,
-        method: Method,
-    ) -> (u16, &'static str, Vec<Header>, Option<(&'static str, Vec<u8>)>) {
+    fn in_dialog_request(&mut self, sh: &mut Shared, now: Instant, request: &SipMessage, method: Method) -> Answer {
         match method {
             Method::Bye => {
                 match self.phase {
@@ -553,7 +582,12 @@ impl Call {
                             (400, "Bad DTMF Body", Vec::new(), None)
                         }
                     }
-                    _ => (415, "Unsupported Media Type", vec![Header::Accept(h::Accept::new("application/dtmf-relay"))], None),
+                    _ => (
+                        415,
+                        "Unsupported Media Type",
+                        vec![Header::Accept(h::Accept::new("application/dtmf-relay"))],
+                        None,
+                    ),
                 }
             }
             _ => (405, "Method Not Allowed", vec![allow()], None),
@@ -562,12 +596,7 @@ impl Call {
 
     /// A re-INVITE in a confirmed dialog: a target refresh and a new offer (or a request for
     /// ours). Answered with our media, `o=` version + 1, direction mirrored (hold).
-    fn on_reinvite(
-        &mut self,
-        sh: &mut Shared,
-        now: Instant,
-        request: &SipMessage,
-    ) -> (u16, &'static str, Vec<Header>, Option<(&'static str, Vec<u8>)>) {
+    fn on_reinvite(&mut self, sh: &mut Shared, now: Instant, request: &SipMessage) -> Answer {
         let direction = if request.body().is_empty() {
             self.offer_in_200 = message::cseq(request).map(|(cseq, _)| cseq);
             Direction::SendRecv
@@ -591,7 +620,9 @@ impl Call {
     }
 
     fn on_ack(&mut self, sh: &mut Shared, now: Instant, cseq: u32, request: &SipMessage) {
-        let Some(tx) = self.servers.iter_mut().find(|tx| tx.method == Method::Invite && tx.cseq == cseq && tx.awaiting_ack()) else {
+        let Some(tx) =
+            self.servers.iter_mut().find(|tx| tx.method == Method::Invite && tx.cseq == cseq && tx.awaiting_ack())
+        else {
             return;
         };
         tx.on_ack(now);

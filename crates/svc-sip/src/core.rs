@@ -41,10 +41,10 @@ impl SipCore {
         let scheme_ok = matches!(uri.scheme, Some(rsip::Scheme::Sip));
         let domain = uri.host_with_port.to_string();
         if !scheme_ok || domain.is_empty() {
-            return Err(ConfigError::TrunkUri(config.trunk_uri.clone()));
+            return Err(ConfigError::TrunkUri(config.trunk_uri));
         }
         if !is_e164(&config.caller_number) {
-            return Err(ConfigError::CallerNumber(config.caller_number.clone()));
+            return Err(ConfigError::CallerNumber(config.caller_number));
         }
         Ok(SipCore {
             shared: Shared { config, trunk, domain, transmits: VecDeque::new(), events: VecDeque::new(), rng },

@@ -61,8 +61,20 @@ const COMPACT: &[(&str, &str)] = &[
 ];
 
 const KNOWN_METHODS: &[&str] = &[
-    "ACK", "BYE", "CANCEL", "INFO", "INVITE", "MESSAGE", "NOTIFY", "OPTIONS", "PRACK", "PUBLISH", "REFER",
-    "REGISTER", "SUBSCRIBE", "UPDATE",
+    "ACK",
+    "BYE",
+    "CANCEL",
+    "INFO",
+    "INVITE",
+    "MESSAGE",
+    "NOTIFY",
+    "OPTIONS",
+    "PRACK",
+    "PUBLISH",
+    "REFER",
+    "REGISTER",
+    "SUBSCRIBE",
+    "UPDATE",
 ];
 
 /// Reads one datagram (RFC 3261 §7, §18.3).
@@ -224,9 +236,7 @@ pub(crate) fn record_route(message: &SipMessage) -> Vec<String> {
 /// The Content-Type's media type, lower-cased, without parameters.
 pub(crate) fn content_type(message: &SipMessage) -> Option<String> {
     message.headers().iter().find_map(|h| match h {
-        Header::ContentType(ct) => {
-            Some(ct.value().split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
-        }
+        Header::ContentType(ct) => Some(ct.value().split(';').next().unwrap_or_default().trim().to_ascii_lowercase()),
         _ => None,
     })
 }
@@ -307,7 +317,7 @@ mod tests {
 
     #[test]
     fn compact_and_folded_headers_and_framing() {
-        let incoming = parse(INVITE.as_bytes(), MAX_MESSAGE_BYTES).unwrap();
+        let incoming = parse(INVITE.as_bytes(), MAX_MESSAGE_BYTES).expect("parses");
         let m = &incoming.message;
         assert_eq!(top_branch(m), Some(("z9hG4bK776asdhds".into(), 1)));
         assert_eq!(call_id(m).as_deref(), Some("a84b4c76e66710"));
@@ -321,7 +331,7 @@ mod tests {
     #[test]
     fn unknown_methods_and_short_bodies_are_flagged() {
         let text = INVITE.replacen("INVITE sip", "FROB sip", 1).replace("l: 4", "l: 40");
-        let incoming = parse(text.as_bytes(), MAX_MESSAGE_BYTES).unwrap();
+        let incoming = parse(text.as_bytes(), MAX_MESSAGE_BYTES).expect("parses");
         assert_eq!(incoming.unknown_method.as_deref(), Some("FROB"));
         assert!(incoming.truncated);
     }
@@ -329,13 +339,13 @@ mod tests {
     #[test]
     fn responses_keep_their_reason_phrase() {
         let text = "SIP/2.0 486 Nobody Home\r\nVia: SIP/2.0/UDP h;branch=z9hG4bKx\r\nCSeq: 1 INVITE\r\n\r\n";
-        assert_eq!(parse(text.as_bytes(), MAX_MESSAGE_BYTES).unwrap().reason_phrase, "Nobody Home");
+        assert_eq!(parse(text.as_bytes(), MAX_MESSAGE_BYTES).expect("parses").reason_phrase, "Nobody Home");
     }
 
     #[test]
     fn limits() {
-        assert_eq!(parse(&[b'x'; 100], 10).unwrap_err(), Dropped::TooLarge);
-        assert_eq!(parse(b"\r\n\r\n", 10).unwrap_err(), Dropped::KeepAlive);
+        assert_eq!(parse(&[b'x'; 100], 10).expect_err("dropped"), Dropped::TooLarge);
+        assert_eq!(parse(b"\r\n\r\n", 10).expect_err("dropped"), Dropped::KeepAlive);
         assert!(matches!(parse(b"INVITE x\r\n", 100), Err(Dropped::Malformed(_))));
     }
 }

@@ -332,11 +332,11 @@ mod tests {
 
     #[test]
     fn our_offer_parses_back_to_itself() {
-        let local = LocalMedia::g711("192.0.2.10".parse().unwrap(), 40000);
+        let local = LocalMedia::g711("192.0.2.10".parse().expect("parses"), 40000);
         let sdp = local.render(7, 1, Direction::SendRecv);
         assert!(sdp.contains("m=audio 40000 RTP/AVP 0 8 101\r\n"), "{sdp}");
         assert!(sdp.contains("o=svc 7 1 IN IP4 192.0.2.10\r\n"));
-        let remote = parse(sdp.as_bytes()).unwrap();
+        let remote = parse(sdp.as_bytes()).expect("parses");
         assert_eq!(remote.address, local.address);
         assert_eq!(remote.port, 40000);
         assert_eq!(remote.payload_types, [0, 8, 101]);
@@ -351,8 +351,8 @@ mod tests {
         let answer = "v=0\r\no=- 123 456 IN IP4 203.0.113.5\r\ns=-\r\nc=IN IP4 203.0.113.5\r\nt=0 0\r\n\
                       m=audio 30000 RTP/AVP 8 96\r\na=rtpmap:96 telephone-event/8000\r\na=fmtp:96 0-15\r\n\
                       a=sendonly\r\nm=video 0 RTP/AVP 31\r\nc=IN IP4 198.51.100.1\r\na=recvonly\r\n";
-        let remote = parse(answer.as_bytes()).unwrap();
-        assert_eq!(remote.address, "203.0.113.5".parse::<IpAddr>().unwrap());
+        let remote = parse(answer.as_bytes()).expect("parses");
+        assert_eq!(remote.address, "203.0.113.5".parse::<IpAddr>().expect("value"));
         assert_eq!(remote.codec(), Some(&Codec::pcma()));
         assert_eq!(remote.telephone_event, Some(96));
         assert_eq!(remote.direction, Direction::SendOnly);
@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn media_level_address_wins_and_garbage_is_an_error() {
         let sdp = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 5000 RTP/AVP 0\r\nc=IN IP6 ::1\r\n";
-        assert_eq!(parse(sdp.as_bytes()).unwrap().address, "::1".parse::<IpAddr>().unwrap());
+        assert_eq!(parse(sdp.as_bytes()).expect("parses").address, "::1".parse::<IpAddr>().expect("value"));
         assert_eq!(parse(b"v=0\r\n"), Err(SdpError::NoAudio));
         assert_eq!(parse(b"m=audio 5000 RTP/AVP 0\r\n"), Err(SdpError::NoAddress));
         assert_eq!(parse(b"m=audio x RTP/AVP 0\r\n"), Err(SdpError::Malformed("m=")));

@@ -98,7 +98,8 @@ pub async fn bind(config: &SipConfig) -> io::Result<UdpSocket> {
 /// Resolves the trunk URI's host (port 5060 when none is given) to one address. The core
 /// keeps that address for the shell's lifetime (no SRV, no failover).
 pub async fn resolve_trunk(trunk_uri: &str) -> io::Result<SocketAddr> {
-    let uri = rsip::Uri::try_from(trunk_uri).map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error.to_string()))?;
+    let uri = rsip::Uri::try_from(trunk_uri)
+        .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error.to_string()))?;
     let host = uri.host_with_port.host.to_string();
     let port = uri.host_with_port.port.map_or(5060, |port| *port.value());
     let mut addresses = tokio::net::lookup_host((host.as_str(), port)).await?;

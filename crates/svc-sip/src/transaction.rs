@@ -333,13 +333,13 @@ mod tests {
         let mut tx = ClientTx::new(t0, Method::Bye, 2, "z9hG4bKb".into(), b"BYE".to_vec(), Timers::default());
         let mut at = Vec::new();
         for _ in 0..5 {
-            let next = tx.deadline().unwrap();
+            let next = tx.deadline().expect("deadline");
             assert!(matches!(tx.on_timeout(next), Some(Fired::Retransmit(_))));
             at.push((next - t0).as_millis());
         }
         assert_eq!(at, [500, 1500, 3500, 7500, 11500]);
         tx.on_provisional();
-        let next = tx.deadline().unwrap();
+        let next = tx.deadline().expect("deadline");
         assert_eq!(next - t0, ms(15500));
         assert_eq!(tx.on_final(next, 200, Vec::new), Final::New);
         assert_eq!(tx.deadline(), Some(next + ms(5000)), "Timer K = T4");
@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn server_invite_response_retransmits_until_ack() {
         let t0 = Instant::now();
-        let to: SocketAddr = "127.0.0.1:5060".parse().unwrap();
+        let to: SocketAddr = "127.0.0.1:5060".parse().expect("parses");
         let mut tx = ServerTx::new(t0, Method::Invite, 5, "b".into(), 200, b"200".to_vec(), to, Timers::default());
         let mut shots = Vec::new();
         while let Some(fired) = tx.on_timeout(tx.deadline()) {

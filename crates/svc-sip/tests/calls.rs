@@ -24,7 +24,7 @@ fn digest_params(value: &str) -> std::collections::HashMap<String, String> {
     let rest = value.strip_prefix("Digest ").expect("Digest scheme");
     rest.split(", ")
         .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap();
+            let (k, v) = pair.split_once('=').expect("name=value");
             (k.to_owned(), v.trim_matches('"').to_owned())
         })
         .collect()
@@ -39,19 +39,23 @@ fn the_invite_is_well_formed() {
     assert_eq!(request.uri.to_string(), "sip:+15550199@trunk.example.com");
     assert_eq!(invite.to, trunk_addr());
     assert!(invite.branch().starts_with("z9hG4bK"), "{text}");
-    let via = invite.header("Via").unwrap();
+    let via = invite.header("Via").expect("the header is present");
     assert!(via.starts_with("SIP/2.0/UDP 192.0.2.10:5070;branch=z9hG4bK") && via.ends_with(";rport"), "{via}");
-    assert!(invite.header("From").unwrap().starts_with("<sip:+15550100@trunk.example.com>;tag="));
-    assert_eq!(invite.header("To").unwrap(), "<sip:+15550199@trunk.example.com>");
-    assert_eq!(invite.header("Call-ID").unwrap(), call.0);
+    assert!(
+        invite.header("From").expect("the header is present").starts_with("<sip:+15550100@trunk.example.com>;tag=")
+    );
+    assert_eq!(invite.header("To").expect("the header is present"), "<sip:+15550199@trunk.example.com>");
+    assert_eq!(invite.header("Call-ID").expect("the header is present"), call.0);
     assert_eq!(invite.cseq(), (1, Method::Invite));
-    assert_eq!(invite.header("Max-Forwards").unwrap(), "70");
-    assert_eq!(invite.header("Contact").unwrap(), "<sip:+15550100@192.0.2.10:5070>");
-    assert_eq!(invite.header("Content-Type").unwrap(), "application/sdp");
-    let sdp = svc_sip::sdp::parse(&request.body).unwrap();
+    assert_eq!(invite.header("Max-Forwards").expect("the header is present"), "70");
+    assert_eq!(invite.header("Contact").expect("the header is present"), "<sip:+15550100@192.0.2.10:5070>");
+    assert_eq!(invite.header("Content-Type").expect("the header is present"), "application/sdp");
+    let sdp = svc_sip::sdp::parse(&request.body).expect("parses");
     assert_eq!((sdp.port, sdp.payload_types.as_slice()), (40000, &[0u8, 8, 101][..]));
-    assert_eq!(invite.header("Content-Length").unwrap(), request.body.len().to_string());
-    assert!(matches!(&h.kinds()[..], [CallEventKind::Dialing { request_uri }] if request_uri == "sip:+15550199@trunk.example.com"));
+    assert_eq!(invite.header("Content-Length").expect("the header is present"), request.body.len().to_string());
+    assert!(
+        matches!(&h.kinds()[..], [CallEventKind::Dialing { request_uri }] if request_uri == "sip:+15550199@trunk.example.com")
+    );
 }
 
 #[test]
@@ -62,7 +66,7 @@ fn answered_then_hung_up_by_us() {
     assert_eq!(ack.request().uri.to_string(), "sip:callee@198.51.100.7:5060");
     assert_eq!(ack.cseq(), (1, Method::Ack));
     assert_ne!(ack.branch(), invite.branch());
-    assert!(ack.header("To").unwrap().ends_with(";tag=callee"));
+    assert!(ack.header("To").expect("the header is present").ends_with(";tag=callee"));
     let kinds = h.kinds();
     assert!(matches!(kinds[1], CallEventKind::Trying));
     assert!(matches!(kinds[2], CallEventKind::Ringing { status: 180, early_media: None }));
@@ -72,12 +76,15 @@ fn answered_then_hung_up_by_us() {
 
     h.advance(secs(5.0));
     h.hangup(&call);
-    let bye = h.sent.last().unwrap().clone();
+    let bye = h.sent.last().expect("something was sent").clone();
     assert_eq!(bye.method(), Some(Method::Bye));
     assert_eq!(bye.cseq(), (2, Method::Bye));
     assert_eq!(bye.request().uri.to_string(), "sip:callee@198.51.100.7:5060");
-    assert!(bye.header("To").unwrap().ends_with(";tag=callee"));
-    assert_eq!(bye.header("From").unwrap(), invite.header("From").unwrap());
+    assert!(bye.header("To").expect("the header is present").ends_with(";tag=callee"));
+    assert_eq!(
+        bye.header("From").expect("the header is present"),
+        invite.header("From").expect("the header is present")
+    );
     assert!(matches!(h.kinds().last(), Some(CallEventKind::Ended { by: Party::Local, reason: EndReason::Hangup })));
     // A lost BYE is retransmitted (Timer E); its 200 ends the transaction.
     let again = h.advance(secs(0.5));
@@ -132,7 +139,7 @@ fn no_answer_cancels_at_the_ring_timeout() {
     let ack = &out[0];
     assert_eq!((ack.method(), ack.cseq()), (Some(Method::Ack), (1, Method::Ack)));
     assert_eq!(ack.branch(), invite.branch(), "ACK for a non-2xx is part of the INVITE transaction");
-    assert!(ack.header("To").unwrap().ends_with("tag=callee"));
+    assert!(ack.header("To").expect("the header is present").ends_with("tag=callee"));
     assert!(matches!(
         h.kinds().last(),
         Some(CallEventKind::Failed { status: Some(487), reason: FailReason::NoAnswer, .. })
@@ -157,8 +164,8 @@ fn busy() {
     assert_eq!(out[0].method(), Some(Method::Ack));
     assert_eq!(out[0].branch(), invite.branch());
     assert_eq!(out[0].request().uri, invite.request().uri);
-    assert!(out[0].header("To").unwrap().ends_with(";tag=busy1"));
-    let last = h.kinds().last().cloned().unwrap();
+    assert!(out[0].header("To").expect("the header is present").ends_with(";tag=busy1"));
+    let last = h.kinds().last().cloned().expect("an event");
     assert_eq!(
         last,
         CallEventKind::Failed { status: Some(486), reason_phrase: "Busy Here".into(), reason: FailReason::Busy }
@@ -172,7 +179,7 @@ fn cancel_while_ringing() {
     h.deliver(&response(&invite.message, 180, Some("callee"), vec![], None));
     h.advance(secs(3.0));
     h.hangup(&call);
-    let cancel = h.sent.last().unwrap().clone();
+    let cancel = h.sent.last().expect("something was sent").clone();
     assert_eq!(cancel.method(), Some(Method::Cancel));
     h.deliver(&response(&cancel.message, 200, Some("callee"), vec![], None));
     h.deliver(&response(&invite.message, 487, Some("callee"), vec![], None));
@@ -199,7 +206,7 @@ fn an_answer_racing_the_cancel_is_acked_then_hung_up() {
     let (call, invite) = h.dial("+15550199");
     h.deliver(&response(&invite.message, 180, Some("callee"), vec![contact_header("callee")], None));
     h.hangup(&call);
-    let cancel = h.sent.last().unwrap().clone();
+    let cancel = h.sent.last().expect("something was sent").clone();
     let sdp = answer_sdp(1, "sendrecv");
     let out = h.deliver(&response(&invite.message, 200, Some("callee"), vec![contact_header("callee")], Some(&sdp)));
     let methods: Vec<_> = out.iter().map(|s| s.method()).collect();
@@ -228,7 +235,7 @@ fn a_401_is_answered_with_digest_and_qop() {
     assert_eq!(retry.header("Call-ID"), invite.header("Call-ID"));
     assert_eq!(retry.header("From"), invite.header("From"));
     assert_eq!(retry.header("To"), invite.header("To"));
-    let params = digest_params(&retry.header("Authorization").unwrap());
+    let params = digest_params(&retry.header("Authorization").expect("the header is present"));
     assert_eq!(params["username"], "svc");
     assert_eq!(params["realm"], "trunk.example.com");
     assert_eq!(params["nonce"], "abc123");
@@ -251,13 +258,12 @@ fn a_401_is_answered_with_digest_and_qop() {
 fn a_407_is_answered_with_proxy_authorization_without_qop() {
     let mut h = Harness::new(with_credentials(config()));
     let (_call, invite) = h.dial("+15550199");
-    let challenge = Header::ProxyAuthenticate(rsip::headers::ProxyAuthenticate::new(
-        "Digest realm=\"proxy\", nonce=\"n0nce\"",
-    ));
+    let challenge =
+        Header::ProxyAuthenticate(rsip::headers::ProxyAuthenticate::new("Digest realm=\"proxy\", nonce=\"n0nce\""));
     let out = h.deliver(&response(&invite.message, 407, Some("p"), vec![challenge], None));
     let retry = &out[1];
     assert!(retry.header("Authorization").is_none());
-    let params = digest_params(&retry.header("Proxy-Authorization").unwrap());
+    let params = digest_params(&retry.header("Proxy-Authorization").expect("the header is present"));
     assert!(!params.contains_key("qop") && !params.contains_key("cnonce"));
     let ha1 = md5_hex("svc:proxy:s3cret");
     let ha2 = md5_hex("INVITE:sip:+15550199@trunk.example.com");
@@ -303,12 +309,12 @@ fn a_challenged_bye_is_retried_with_credentials() {
     let mut h = Harness::new(with_credentials(config()));
     let (call, _invite, _ack) = h.answered_call();
     h.hangup(&call);
-    let bye = h.sent.last().unwrap().clone();
+    let bye = h.sent.last().expect("something was sent").clone();
     let challenge = Header::ProxyAuthenticate(rsip::headers::ProxyAuthenticate::new("Digest realm=\"r\", nonce=\"b\""));
     let out = h.deliver(&response(&bye.message, 407, None, vec![challenge], None));
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].cseq(), (3, Method::Bye));
-    let params = digest_params(&out[0].header("Proxy-Authorization").unwrap());
+    let params = digest_params(&out[0].header("Proxy-Authorization").expect("the header is present"));
     assert_eq!(params["uri"], "sip:callee@198.51.100.7:5060");
     let ha2 = md5_hex("BYE:sip:callee@198.51.100.7:5060");
     assert_eq!(params["response"], md5_hex(&format!("{}:b:{ha2}", md5_hex("svc:r:s3cret"))));
@@ -336,7 +342,7 @@ fn timer_b_fails_the_call_when_nothing_answers() {
     let shots = h.advance(secs(40.0));
     let at: Vec<f64> = shots.iter().map(|s| s.at.as_secs_f64()).collect();
     assert_eq!(at, [0.5, 1.5, 3.5, 7.5, 15.5, 31.5]);
-    let failed = h.events.iter().find(|e| matches!(e.kind, CallEventKind::Failed { .. })).unwrap();
+    let failed = h.events.iter().find(|e| matches!(e.kind, CallEventKind::Failed { .. })).expect("find");
     assert_eq!(failed.at - h.t0, secs(32.0));
     assert!(matches!(failed.kind, CallEventKind::Failed { status: None, reason: FailReason::Timeout, .. }));
     assert_eq!(h.kinds().last(), Some(&CallEventKind::Closed));
@@ -364,7 +370,7 @@ fn a_2xx_from_another_fork_is_acked_and_hung_up() {
     let out = h.deliver(&response(&invite.message, 200, Some("fork2"), vec![contact_header("fork2")], Some(&sdp)));
     let methods: Vec<_> = out.iter().map(|s| s.method()).collect();
     assert_eq!(methods, [Some(Method::Ack), Some(Method::Bye)]);
-    assert!(out.iter().all(|s| s.header("To").unwrap().ends_with("tag=fork2")));
+    assert!(out.iter().all(|s| s.header("To").expect("the header is present").ends_with("tag=fork2")));
     assert_eq!(out[1].request().uri.to_string(), "sip:fork2@198.51.100.7:5060");
 }
 
@@ -374,7 +380,8 @@ fn record_route_becomes_the_route_set() {
     let (call, invite) = h.dial("+15550199");
     let rr = Header::RecordRoute(rsip::headers::RecordRoute::new("<sip:p1.example.com;lr>, <sip:p2.example.com;lr>"));
     let sdp = answer_sdp(1, "sendrecv");
-    let out = h.deliver(&response(&invite.message, 200, Some("callee"), vec![rr, contact_header("callee")], Some(&sdp)));
+    let out =
+        h.deliver(&response(&invite.message, 200, Some("callee"), vec![rr, contact_header("callee")], Some(&sdp)));
     let routes: Vec<String> = out[0]
         .message
         .headers()
@@ -386,9 +393,9 @@ fn record_route_becomes_the_route_set() {
         .collect();
     assert_eq!(routes, ["<sip:p2.example.com;lr>", "<sip:p1.example.com;lr>"]);
     h.hangup(&call);
-    let bye = h.sent.last().unwrap();
+    let bye = h.sent.last().expect("something was sent");
     assert_eq!(bye.request().uri.to_string(), "sip:callee@198.51.100.7:5060");
-    assert_eq!(bye.header("Route").unwrap(), "<sip:p2.example.com;lr>");
+    assert_eq!(bye.header("Route").expect("the header is present"), "<sip:p2.example.com;lr>");
 }
 
 #[test]
@@ -397,7 +404,9 @@ fn early_media_comes_with_183() {
     let (_call, invite) = h.dial("+15550199");
     let sdp = answer_sdp(1, "sendrecv");
     h.deliver(&response(&invite.message, 183, Some("callee"), vec![], Some(&sdp)));
-    let CallEventKind::Ringing { status: 183, early_media: Some(remote) } = h.kinds().last().cloned().unwrap() else {
+    let CallEventKind::Ringing { status: 183, early_media: Some(remote) } =
+        h.kinds().last().cloned().expect("an event")
+    else {
         panic!("{:?}", h.kinds())
     };
     assert_eq!(remote.port, 31000);
@@ -408,16 +417,22 @@ fn a_reinvite_is_answered_and_its_200_retransmitted_until_ack() {
     let mut h = Harness::new(config());
     let (_call, invite, _ack) = h.answered_call();
     let hold = answer_sdp(2, "sendonly");
-    let reinvite = h.dialog_request(&invite, "callee", Method::Invite, vec![contact_header("callee")], Some(("application/sdp", &hold)));
+    let reinvite = h.dialog_request(
+        &invite,
+        "callee",
+        Method::Invite,
+        vec![contact_header("callee")],
+        Some(("application/sdp", &hold)),
+    );
     let out = h.deliver(&reinvite);
     assert_eq!(out.len(), 1);
     let ok = &out[0];
     assert_eq!(ok.status(), Some(200));
-    let answer = svc_sip::sdp::parse(&ok.response().body).unwrap();
+    let answer = svc_sip::sdp::parse(&ok.response().body).expect("parses");
     assert_eq!(answer.version, Some(2), "o= version incremented");
     assert_eq!(answer.direction, Direction::RecvOnly, "hold answered recvonly");
-    assert!(ok.header("To").unwrap().contains("tag="));
-    let CallEventKind::RemoteMediaChanged { remote } = h.kinds().last().cloned().unwrap() else { panic!() };
+    assert!(ok.header("To").expect("the header is present").contains("tag="));
+    let CallEventKind::RemoteMediaChanged { remote } = h.kinds().last().cloned().expect("an event") else { panic!() };
     assert_eq!(remote.direction, Direction::SendOnly);
     // No ACK yet: the 200 goes out again at T1, then 2·T1.
     let shots = h.advance(secs(1.6));
@@ -453,12 +468,12 @@ fn a_reinvite_without_sdp_gets_our_offer_and_the_ack_brings_the_answer() {
     let (_call, invite, _ack) = h.answered_call();
     let reinvite = h.dialog_request(&invite, "callee", Method::Invite, vec![], None);
     let out = h.deliver(&reinvite);
-    assert_eq!(svc_sip::sdp::parse(&out[0].response().body).unwrap().direction, Direction::SendRecv);
+    assert_eq!(svc_sip::sdp::parse(&out[0].response().body).expect("parses").direction, Direction::SendRecv);
     h.remote_cseq -= 1;
     let answer = answer_sdp(3, "sendrecv");
     let ack = h.dialog_request(&invite, "callee", Method::Ack, vec![], Some(("application/sdp", &answer)));
     h.deliver(&ack);
-    let CallEventKind::RemoteMediaChanged { remote } = h.kinds().last().cloned().unwrap() else { panic!() };
+    let CallEventKind::RemoteMediaChanged { remote } = h.kinds().last().cloned().expect("an event") else { panic!() };
     assert_eq!(remote.version, Some(3));
 }
 
@@ -466,20 +481,26 @@ fn a_reinvite_without_sdp_gets_our_offer_and_the_ack_brings_the_answer() {
 fn info_dtmf_options_and_other_requests_in_the_dialog() {
     let mut h = Harness::new(config());
     let (_call, invite, _ack) = h.answered_call();
-    let info = h.dialog_request(&invite, "callee", Method::Info, vec![], Some(("application/dtmf-relay", "Signal=7\r\nDuration=160\r\n")));
+    let info = h.dialog_request(
+        &invite,
+        "callee",
+        Method::Info,
+        vec![],
+        Some(("application/dtmf-relay", "Signal=7\r\nDuration=160\r\n")),
+    );
     assert_eq!(h.deliver(&info)[0].status(), Some(200));
     assert_eq!(h.kinds().last(), Some(&CallEventKind::Dtmf { digit: '7', duration_ms: Some(160) }));
     let options = h.dialog_request(&invite, "callee", Method::Options, vec![], None);
     let out = h.deliver(&options);
     assert_eq!(out[0].status(), Some(200));
-    assert!(out[0].header("Allow").unwrap().contains("INFO"));
+    assert!(out[0].header("Allow").expect("the header is present").contains("INFO"));
     let message = h.dialog_request(&invite, "callee", Method::Message, vec![], Some(("text/plain", "hi")));
     let out = h.deliver(&message);
     assert_eq!(out[0].status(), Some(405));
     assert!(out[0].header("Allow").is_some());
     // A method rsip does not know is answered 501.
     let frob = String::from_utf8(h.dialog_request(&invite, "callee", Method::Notify, vec![], None))
-        .unwrap()
+        .expect("value")
         .replace("NOTIFY", "FROB");
     let (result, out) = h.try_deliver(frob.as_bytes());
     assert_eq!((result, out[0].status()), (Ok(()), Some(501)));
@@ -502,7 +523,7 @@ fn requests_outside_any_call() {
     let (result, out) = h.try_deliver(ping.as_bytes());
     assert_eq!(result, Ok(()));
     assert_eq!(out[0].status(), Some(200));
-    assert!(out[0].header("To").unwrap().contains(";tag="));
+    assert!(out[0].header("To").expect("the header is present").contains(";tag="));
     let invite = ping.replace("OPTIONS", "INVITE");
     assert_eq!(h.try_deliver(invite.as_bytes()).1[0].status(), Some(480));
     let bye = ping.replace("OPTIONS", "BYE").replace("<sip:svc@192.0.2.10>", "<sip:svc@192.0.2.10>;tag=x");
@@ -515,7 +536,7 @@ fn requests_outside_any_call() {
     let register = ping.replace("OPTIONS", "REGISTER");
     assert_eq!(h.try_deliver(register.as_bytes()).1[0].status(), Some(405));
     // Not from the trunk at all.
-    let foreign = h.core.handle_datagram(h.now, "203.0.113.9:5060".parse().unwrap(), ping.as_bytes());
+    let foreign = h.core.handle_datagram(h.now, "203.0.113.9:5060".parse().expect("parses"), ping.as_bytes());
     assert_eq!(foreign, Err(Dropped::UnknownSource));
 }
 
@@ -550,7 +571,9 @@ fn same_seed_same_bytes() {
     let run = || {
         let mut h = Harness::new(with_credentials(config()));
         let (_call, invite) = h.dial("+15550199");
-        let challenge = Header::WwwAuthenticate(rsip::headers::WwwAuthenticate::new("Digest realm=\"r\", nonce=\"n\", qop=\"auth\""));
+        let challenge = Header::WwwAuthenticate(rsip::headers::WwwAuthenticate::new(
+            "Digest realm=\"r\", nonce=\"n\", qop=\"auth\"",
+        ));
         h.deliver(&response(&invite.message, 401, Some("a"), vec![challenge], None));
         h.sent.iter().map(|s| s.bytes.clone()).collect::<Vec<_>>()
     };
@@ -560,10 +583,10 @@ fn same_seed_same_bytes() {
 #[test]
 fn the_from_header_uses_the_given_number() {
     let mut h = Harness::new(config());
-    h.core.dial(h.now, "+15550199", Some("+15557777"), offer()).unwrap();
-    let invite = h.core.poll_transmit().unwrap();
-    let text = String::from_utf8(invite.bytes).unwrap();
+    h.core.dial(h.now, "+15550199", Some("+15557777"), offer()).expect("value");
+    let invite = h.core.poll_transmit().expect("poll_transmit");
+    let text = String::from_utf8(invite.bytes).expect("from_utf8");
     assert!(text.contains("From: <sip:+15557777@trunk.example.com>;tag="), "{text}");
-    let message = rsip::SipMessage::try_from(text.as_str()).unwrap();
+    let message = rsip::SipMessage::try_from(text.as_str()).expect("try_from");
     assert!(message.from_header().is_ok());
 }

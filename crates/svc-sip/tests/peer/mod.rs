@@ -14,11 +14,11 @@ pub const TRUNK: &str = "192.0.2.50:5060";
 pub const LOCAL: &str = "192.0.2.10:5070";
 
 pub fn trunk_addr() -> SocketAddr {
-    TRUNK.parse().unwrap()
+    TRUNK.parse().expect("parses")
 }
 
 pub fn config() -> SipConfig {
-    let mut config = SipConfig::new("sip:trunk.example.com", "+15550100", LOCAL.parse().unwrap());
+    let mut config = SipConfig::new("sip:trunk.example.com", "+15550100", LOCAL.parse().expect("parses"));
     config.ring_timeout = Duration::from_secs(30);
     config
 }
@@ -29,7 +29,7 @@ pub fn with_credentials(mut config: SipConfig) -> SipConfig {
 }
 
 pub fn offer() -> LocalMedia {
-    LocalMedia::g711("192.0.2.10".parse().unwrap(), 40000)
+    LocalMedia::g711("192.0.2.10".parse().expect("parses"), 40000)
 }
 
 /// What the remote side answers with.
@@ -88,7 +88,7 @@ impl Sent {
     }
 
     pub fn cseq(&self) -> (u32, Method) {
-        let cseq = self.message.cseq_header().unwrap().typed().unwrap();
+        let cseq = self.message.cseq_header().expect("cseq_header").typed().expect("typed");
         (cseq.seq, cseq.method)
     }
 
@@ -107,11 +107,17 @@ pub fn header(message: &SipMessage, name: &str) -> Option<String> {
 }
 
 pub fn branch(message: &SipMessage) -> String {
-    message.via_header().unwrap().typed().unwrap().branch().unwrap().to_string()
+    message.via_header().expect("via_header").typed().expect("typed").branch().expect("branch").to_string()
 }
 
 /// A response to `request` the way a UAS builds one (RFC 3261 §8.2.6).
-pub fn response(request: &SipMessage, status: u16, to_tag: Option<&str>, extra: Vec<Header>, body: Option<&str>) -> Vec<u8> {
+pub fn response(
+    request: &SipMessage,
+    status: u16,
+    to_tag: Option<&str>,
+    extra: Vec<Header>,
+    body: Option<&str>,
+) -> Vec<u8> {
     let mut headers: Vec<Header> = Vec::new();
     for h in request.headers().iter() {
         match h {
@@ -173,7 +179,7 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(config: SipConfig) -> Harness {
-        let core = SipCore::new(config, trunk_addr(), 42).unwrap();
+        let core = SipCore::new(config, trunk_addr(), 42).expect("new");
         let t0 = Instant::now();
         Harness { core, t0, now: t0, sent: Vec::new(), events: Vec::new(), remote_cseq: 100 }
     }
@@ -185,8 +191,9 @@ impl Harness {
     fn collect(&mut self) -> Vec<Sent> {
         let mut out = Vec::new();
         while let Some(Transmit { destination, bytes }) = self.core.poll_transmit() {
-            let message = SipMessage::try_from(bytes.as_slice())
-                .unwrap_or_else(|e| panic!("core sent what rsip cannot read ({e}):\n{}", String::from_utf8_lossy(&bytes)));
+            let message = SipMessage::try_from(bytes.as_slice()).unwrap_or_else(|e| {
+                panic!("core sent what rsip cannot read ({e}):\n{}", String::from_utf8_lossy(&bytes))
+            });
             out.push(Sent { at: self.elapsed(), to: destination, message, bytes });
         }
         while let Some(event) = self.core.poll_event() {
@@ -202,7 +209,7 @@ impl Harness {
     }
 
     pub fn dial(&mut self, to: &str) -> (CallId, Sent) {
-        let call = self.core.dial(self.now, to, None, offer()).unwrap();
+        let call = self.core.dial(self.now, to, None, offer()).expect("dial");
         let mut sent = self.collect();
         assert_eq!(sent.len(), 1);
         (call, sent.remove(0))
@@ -245,13 +252,20 @@ impl Harness {
     }
 
     /// A request from the remote inside the dialog established by `invite` and `their_tag`.
-    pub fn dialog_request(&mut self, invite: &Sent, their_tag: &str, method: Method, extra: Vec<Header>, body: Option<(&str, &str)>) -> Vec<u8> {
+    pub fn dialog_request(
+        &mut self,
+        invite: &Sent,
+        their_tag: &str,
+        method: Method,
+        extra: Vec<Header>,
+        body: Option<(&str, &str)>,
+    ) -> Vec<u8> {
         self.remote_cseq += 1;
         let m = &invite.message;
-        let from = m.from_header().unwrap().value().to_owned();
-        let to = m.to_header().unwrap().value().to_owned();
-        let call_id = m.call_id_header().unwrap().value().to_owned();
-        let contact = m.contact_header().unwrap().typed().unwrap().uri.to_string();
+        let from = m.from_header().expect("from_header").value().to_owned();
+        let to = m.to_header().expect("to_header").value().to_owned();
+        let call_id = m.call_id_header().expect("call_id_header").value().to_owned();
+        let contact = m.contact_header().expect("contact_header").typed().expect("typed").uri.to_string();
         let branch = format!("z9hG4bKremote{}", self.remote_cseq);
         let mut headers: Vec<Header> = vec![
             Header::Via(rsip::headers::Via::new(format!("SIP/2.0/UDP {TRUNK};branch={branch}"))),
@@ -272,7 +286,7 @@ impl Harness {
         headers.push(Header::ContentLength(rsip::headers::ContentLength::new(body_bytes.len().to_string())));
         let request = Request {
             method,
-            uri: rsip::Uri::try_from(contact.as_str()).unwrap(),
+            uri: rsip::Uri::try_from(contact.as_str()).expect("try_from"),
             version: rsip::Version::V2,
             headers: headers.into(),
             body: body_bytes,
@@ -286,9 +300,10 @@ impl Harness {
         self.deliver(&response(&invite.message, 100, None, vec![], None));
         self.deliver(&response(&invite.message, 180, Some("callee"), vec![contact_header("callee")], None));
         let sdp = answer_sdp(1, "sendrecv");
-        let out = self.deliver(&response(&invite.message, 200, Some("callee"), vec![contact_header("callee")], Some(&sdp)));
+        let out =
+            self.deliver(&response(&invite.message, 200, Some("callee"), vec![contact_header("callee")], Some(&sdp)));
         assert_eq!(out.len(), 1, "one ACK for the 200");
-        let ack = out.into_iter().next().unwrap();
+        let ack = out.into_iter().next().expect("next");
         assert_eq!(ack.method(), Some(Method::Ack));
         (call, invite, ack)
     }
