@@ -291,7 +291,9 @@ impl Call {
         let SipMessage::Response(response) = &incoming.message else { return Err(Dropped::Stray) };
         let status = response.status_code.code();
         let Some(index) = self.clients.iter().position(|tx| tx.branch == branch && tx.method == method) else {
-            if method == Method::Invite && (200..300).contains(&status) && cseq == self.invite_cseq {
+            // A 2xx retransmitted after its transaction ended still carries the INVITE's branch.
+            let ours = branch == self.invite_branch && cseq == self.invite_cseq;
+            if method == Method::Invite && (200..300).contains(&status) && ours {
                 self.on_late_2xx(sh, now, &incoming.message);
                 return Ok(());
             }

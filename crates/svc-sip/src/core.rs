@@ -143,6 +143,12 @@ impl SipCore {
 
     fn on_response(&mut self, now: Instant, incoming: &message::Incoming) -> Result<(), Dropped> {
         let response = &incoming.message;
+        if let SipMessage::Response(r) = response
+            && !(100..700).contains(&r.status_code.code())
+        {
+            // §7.2: status codes are 1xx–6xx; anything else is not a class we can treat.
+            return Err(Dropped::Malformed("status code out of range".into()));
+        }
         // §18.1.2: a response must carry exactly our one Via.
         let (branch, vias) = message::top_branch(response).ok_or_else(|| Dropped::Malformed("Via".into()))?;
         if vias != 1 {
