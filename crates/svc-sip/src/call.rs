@@ -301,7 +301,7 @@ impl Call {
         };
         if status < 200 {
             self.clients[index].on_provisional();
-            if method == Method::Invite {
+            if method == Method::Invite && cseq == self.invite_cseq {
                 self.on_invite_provisional(sh, now, &incoming.message, status);
             }
             return Ok(());
@@ -569,6 +569,8 @@ impl Call {
                 }
                 (200, "OK", Vec::new(), None)
             }
+            // We never leave a server INVITE transaction open to cancel: finals go out at once.
+            Method::Cancel => (481, "Call/Transaction Does Not Exist", Vec::new(), None),
             Method::Invite if self.phase == Phase::Up => self.on_reinvite(sh, now, request),
             Method::Invite => (491, "Request Pending", Vec::new(), None),
             Method::Options => (200, "OK", vec![allow(), Header::Accept(h::Accept::new("application/sdp"))], None),

@@ -198,7 +198,8 @@ impl ClientTx {
             (false, State::Initial) => self.interval.saturating_mul(2).min(self.timers.t2),
             (false, _) => self.timers.t2,
         };
-        self.retransmit_at = Some(at + self.interval);
+        // From `now`, not `at`: a shell that woke late sends one retransmission, not a burst.
+        self.retransmit_at = Some(now.max(at) + self.interval);
         Some(Fired::Retransmit(self.request.clone()))
     }
 }
@@ -298,7 +299,7 @@ impl ServerTx {
         }
         let at = self.retransmit_at.filter(|at| *at <= now)?;
         self.interval = self.interval.saturating_mul(2).min(self.timers.t2);
-        self.retransmit_at = Some(at + self.interval);
+        self.retransmit_at = Some(now.max(at) + self.interval);
         Some(ServerFired::Retransmit(self.response.clone(), self.destination))
     }
 }

@@ -590,3 +590,29 @@ fn the_from_header_uses_the_given_number() {
     let message = rsip::SipMessage::try_from(text.as_str()).expect("try_from");
     assert!(message.from_header().is_ok());
 }
+
+#[test]
+fn a_ring_timeout_before_any_provisional_cancels_on_the_first_one() {
+    let mut config = config();
+    config.ring_timeout = Duration::from_secs(2);
+    let mut h = Harness::new(config);
+    let (_call, invite) = h.dial("+15550199");
+    let out = h.advance(secs(3.0));
+    assert!(out.iter().all(|s| s.method() == Some(Method::Invite)), "only INVITE retransmissions");
+    let out = h.deliver(&response(&invite.message, 100, None, vec![], None));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].method(), Some(Method::Cancel));
+    // The trunk never answers the CANCEL nor the INVITE: 64·T1 after the CANCEL it is over.
+    h.advance(secs(3.0 + 32.0));
+    let failed = h.events.iter().find(|e| matches!(e.kind, CallEventKind::Failed { .. })).expect("failed");
+    assert_eq!(failed.at - h.t0, secs(35.0));
+    assert!(matches!(failed.kind, CallEventKind::Failed { status: None, reason: FailReason::NoAnswer, .. }));
+}
+
+#[test]
+fn a_cancel_from_them_inside_the_dialog_matches_nothing() {
+    let mut h = Harness::new(config());
+    let (_call, invite, _ack) = h.answered_call();
+    let cancel = h.dialog_request(&invite, "callee", Method::Cancel, vec![], None);
+    assert_eq!(h.deliver(&cancel)[0].status(), Some(481));
+}
