@@ -349,7 +349,9 @@ impl Call {
             if self.dialog.is_none() {
                 self.dialog = Dialog::from_response(response, &self.request_uri);
             }
-            let early_media = (!response.body().is_empty()).then(|| sdp::parse(response.body()).ok()).flatten();
+            let early_media = (!response.body().is_empty())
+                .then(|| sdp::parse(response.body()).ok()?.negotiated(&self.media))
+                .flatten();
             sh.emit(&self.id, now, CallEventKind::Ringing { status, early_media });
         }
         self.try_cancel(sh, now);
@@ -461,8 +463,8 @@ impl Call {
             self.send_bye(sh, now, &dialog, None);
             return;
         }
-        match sdp::parse(response.body()) {
-            Ok(remote) if !remote.is_rejected() => {
+        match sdp::parse(response.body()).map(|remote| remote.negotiated(&self.media)) {
+            Ok(Some(remote)) => {
                 self.phase = Phase::Up;
                 self.ring_deadline = None;
                 sh.emit(&self.id, now, CallEventKind::Answered { remote });
@@ -470,7 +472,7 @@ impl Call {
             outcome => {
                 self.send_bye(sh, now, &dialog, None);
                 let why = match outcome {
-                    Ok(_) => "answer rejected the audio stream".to_owned(),
+                    Ok(_) => "answer declined the audio stream or has no codec we offered".to_owned(),
                     Err(error) => format!("answer without usable SDP: {error}"),
                 };
                 self.fail(sh, now, Some(200), why, FailReason::IncompatibleMedia);
@@ -601,24 +603,25 @@ impl Call {
     /// A re-INVITE in a confirmed dialog: a target refresh and a new offer (or a request for
     /// ours). Answered with our media, `o=` version + 1, direction mirrored (hold).
     fn on_reinvite(&mut self, sh: &mut Shared, now: Instant, request: &SipMessage) -> Answer {
-        let direction = if request.body().is_empty() {
+        let (media, direction) = if request.body().is_empty() {
             self.offer_in_200 = message::cseq(request).map(|(cseq, _)| cseq);
-            Direction::SendRecv
+            (self.media.clone(), Direction::SendRecv)
         } else {
-            match sdp::parse(request.body()) {
-                Ok(remote) if !remote.is_rejected() => {
-                    let direction = remote.direction.answer();
-                    sh.emit(&self.id, now, CallEventKind::RemoteMediaChanged { remote });
-                    direction
-                }
-                _ => return (488, "Not Acceptable Here", Vec::new(), None),
-            }
+            let Ok(offer) = sdp::parse(request.body()) else {
+                return (488, "Not Acceptable Here", Vec::new(), None);
+            };
+            let (Some(answer), Some(remote)) = (self.media.answer_to(&offer), offer.clone().negotiated(&self.media))
+            else {
+                return (488, "Not Acceptable Here", Vec::new(), None);
+            };
+            sh.emit(&self.id, now, CallEventKind::RemoteMediaChanged { remote });
+            (answer, offer.direction.answer())
         };
         if let Some(dialog) = self.dialog.as_mut() {
             dialog.refresh(request);
         }
         self.sdp_version += 1;
-        let body = self.media.render(self.sdp_session, self.sdp_version, direction).into_bytes();
+        let body = media.render(self.sdp_session, self.sdp_version, direction).into_bytes();
         let contact = Header::Contact(h::Contact::new(self.party.contact.clone()));
         (200, "OK", vec![contact, allow()], Some(("application/sdp", body)))
     }
@@ -632,7 +635,7 @@ impl Call {
         tx.on_ack(now);
         if self.offer_in_200 == Some(cseq) {
             self.offer_in_200 = None;
-            if let Ok(remote) = sdp::parse(request.body()) {
+            if let Some(remote) = sdp::parse(request.body()).ok().and_then(|remote| remote.negotiated(&self.media)) {
                 sh.emit(&self.id, now, CallEventKind::RemoteMediaChanged { remote });
             }
         }

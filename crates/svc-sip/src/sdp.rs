@@ -175,6 +175,42 @@ impl RemoteMedia {
     pub fn is_rejected(&self) -> bool {
         self.port == 0
     }
+
+    /// This description restricted to what `local` offered (codecs matched by name and clock
+    /// rate, telephone-event only if we offered it), keeping the remote's order and payload
+    /// types; `None` when no audio codec is left or the stream was declined.
+    pub fn negotiated(mut self, local: &LocalMedia) -> Option<RemoteMedia> {
+        self.codecs.retain(|codec| local.codecs.iter().any(|ours| ours.same_format(codec)));
+        if local.telephone_event.is_none() {
+            self.telephone_event = None;
+        }
+        (!self.codecs.is_empty() && !self.is_rejected()).then_some(self)
+    }
+}
+
+impl Codec {
+    /// Same encoding (case-insensitive) at the same clock rate, whatever the payload type.
+    pub fn same_format(&self, other: &Codec) -> bool {
+        self.name.eq_ignore_ascii_case(&other.name) && self.clock_rate == other.clock_rate
+    }
+}
+
+impl LocalMedia {
+    /// Our answer to the remote's `offer` (RFC 3264 §6.1): our codecs that the offer lists, in
+    /// our order but with the offer's payload types, and telephone-event if both take it.
+    /// `None` when nothing is common.
+    pub fn answer_to(&self, offer: &RemoteMedia) -> Option<LocalMedia> {
+        let codecs: Vec<Codec> = self
+            .codecs
+            .iter()
+            .filter_map(|ours| offer.codecs.iter().find(|theirs| theirs.same_format(ours)).cloned())
+            .collect();
+        if codecs.is_empty() {
+            return None;
+        }
+        let telephone_event = self.telephone_event.and(offer.telephone_event);
+        Some(LocalMedia { codecs, telephone_event, ..self.clone() })
+    }
 }
 
 /// Why an SDP body was not understood.
@@ -367,6 +403,22 @@ mod tests {
         assert_eq!(parse(b"m=audio 5000 RTP/AVP 0\r\n"), Err(SdpError::NoAddress));
         assert_eq!(parse(b"m=audio x RTP/AVP 0\r\n"), Err(SdpError::Malformed("m=")));
         assert_eq!(parse(&[0xff, 0xfe]), Err(SdpError::NotText));
+    }
+
+    #[test]
+    fn negotiation_keeps_what_both_sides_take() {
+        let local = LocalMedia::g711("192.0.2.10".parse().expect("ip"), 40000);
+        let offer = "v=0\r\nc=IN IP4 203.0.113.5\r\nm=audio 30000 RTP/AVP 18 8 97\r\n\
+                     a=rtpmap:97 telephone-event/8000\r\n";
+        let remote = parse(offer.as_bytes()).expect("parses");
+        let answer = local.answer_to(&remote).expect("PCMA in common");
+        assert_eq!(answer.codecs, [Codec::pcma()]);
+        assert_eq!(answer.telephone_event, Some(97), "the offer's payload type");
+        let negotiated = remote.negotiated(&local).expect("PCMA in common");
+        assert_eq!(negotiated.codec(), Some(&Codec::pcma()), "G.729 was never offered");
+        let g729 = parse(b"c=IN IP4 203.0.113.5\r\nm=audio 30000 RTP/AVP 18\r\n").expect("parses");
+        assert!(local.answer_to(&g729).is_none());
+        assert!(g729.negotiated(&local).is_none());
     }
 
     #[test]

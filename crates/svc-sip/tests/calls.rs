@@ -616,3 +616,46 @@ fn a_cancel_from_them_inside_the_dialog_matches_nothing() {
     let cancel = h.dialog_request(&invite, "callee", Method::Cancel, vec![], None);
     assert_eq!(h.deliver(&cancel)[0].status(), Some(481));
 }
+
+#[test]
+fn an_answer_with_no_codec_we_offered_is_hung_up() {
+    let mut h = Harness::new(config());
+    let (_call, invite) = h.dial("+15550199");
+    let g729 =
+        "v=0\r\no=- 1 1 IN IP4 198.51.100.7\r\ns=-\r\nc=IN IP4 198.51.100.7\r\nt=0 0\r\nm=audio 31000 RTP/AVP 18\r\n";
+    let out = h.deliver(&response(&invite.message, 200, Some("callee"), vec![contact_header("callee")], Some(g729)));
+    let methods: Vec<_> = out.iter().map(|s| s.method()).collect();
+    assert_eq!(methods, [Some(Method::Ack), Some(Method::Bye)]);
+    assert!(matches!(h.kinds().last(), Some(CallEventKind::Failed { reason: FailReason::IncompatibleMedia, .. })));
+}
+
+#[test]
+fn a_reinvite_we_cannot_take_gets_488_and_the_call_stays_up() {
+    let mut h = Harness::new(config());
+    let (call, invite, _ack) = h.answered_call();
+    let g729 =
+        "v=0\r\no=- 1 2 IN IP4 198.51.100.7\r\ns=-\r\nc=IN IP4 198.51.100.7\r\nt=0 0\r\nm=audio 31000 RTP/AVP 18\r\n";
+    let reinvite = h.dialog_request(&invite, "callee", Method::Invite, vec![], Some(("application/sdp", g729)));
+    assert_eq!(h.deliver(&reinvite)[0].status(), Some(488));
+    assert!(matches!(h.kinds().last(), Some(CallEventKind::Answered { .. })));
+    // The 488 is retransmitted until its ACK like any final response to an INVITE.
+    assert_eq!(h.advance(secs(0.5))[0].status(), Some(488));
+    h.remote_cseq -= 1;
+    let ack = h.dialog_request(&invite, "callee", Method::Ack, vec![], None);
+    h.deliver(&ack);
+    assert!(h.advance(secs(10.0)).is_empty());
+    assert_eq!(h.hangup(&call)[0].method(), Some(Method::Bye));
+}
+
+#[test]
+fn an_unanswered_bye_runs_timer_e_then_timer_f() {
+    let mut h = Harness::new(config());
+    let (call, _invite, _ack) = h.answered_call();
+    let start = h.elapsed();
+    h.hangup(&call);
+    let shots = h.advance(secs(40.0));
+    let at: Vec<f64> = shots.iter().map(|s| (s.at - start).as_secs_f64()).collect();
+    assert_eq!(at, [0.5, 1.5, 3.5, 7.5, 11.5, 15.5, 19.5, 23.5, 27.5, 31.5]);
+    assert!(shots.iter().all(|s| s.method() == Some(Method::Bye)));
+    assert_eq!(h.kinds().last(), Some(&CallEventKind::Closed));
+}
