@@ -38,8 +38,11 @@
 //!   retransmitted until ACK — Timers G, H, I, J), §18.3 (Content-Length framing on UDP), §22
 //!   with RFC 2617 (MD5 digest, `qop=auth` or none; one answer per challenge unless `stale`).
 //! - RFC 3581 `rport` in our Via; responses go back to the request's source address.
-//! - RFC 3264/4566 for one audio stream (see [`sdp`]); SIP INFO DTMF
+//! - RFC 3264/4566 for one audio stream (see [`sdp`]): the remote's answers are restricted to the
+//!   codecs we offered (none in common: BYE and `incompatible_media`), re-INVITE offers are
+//!   answered with the common codecs and the mirrored direction (hold), or 488. SIP INFO DTMF
 //!   (`application/dtmf-relay`, `application/dtmf`).
+//! - RFC 5626 CRLF keep-alives are ignored; out-of-dialog OPTIONS (trunk pings) get 200.
 //!
 //! ## Out of scope
 //!

@@ -13,7 +13,7 @@ use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
-#[ignore = "needs the baresip package"]
+#[ignore = "needs baresip (apt-get install -y baresip)"]
 async fn baresip_answers_and_we_hang_up() {
     let peer = Baresip::start("+15550199").expect("baresip is installed (apt-get install -y baresip)");
     let mut config = SipConfig::new(format!("sip:{}", peer.addr), "+15550100", "127.0.0.1:0".parse().expect("addr"));

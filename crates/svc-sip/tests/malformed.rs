@@ -152,7 +152,7 @@ fn seeded_mutations_of_valid_messages_never_panic() {
     ];
     for (seed, message) in messages.iter().enumerate() {
         let (mut h, _) = answered();
-        for bytes in mutations(seed as u64, message, 1500) {
+        for bytes in mutations(seed as u64, message, 4000) {
             // The verdict may be anything; surviving it and answering only with parseable
             // messages (the harness parses every datagram out) is the test.
             let _verdict = h.try_deliver(&bytes);
