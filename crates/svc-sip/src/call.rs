@@ -254,7 +254,14 @@ impl Call {
         }
         self.phase = Phase::Over;
         self.ring_deadline = None;
-        self.cancel = None;
+        if self.clients.iter().any(|tx| tx.method == Method::Invite && tx.is_pending()) {
+            // An INVITE still open must not outlive the call (a BYE on the early dialog):
+            // CANCEL it, and give it up 64·T1 later if nothing comes.
+            self.cancel.get_or_insert(Cancel { reason, sent: false, give_up_at: None });
+            self.try_cancel(sh, now);
+        } else {
+            self.cancel = None;
+        }
         sh.emit(&self.id, now, CallEventKind::Failed { status, reason_phrase, reason });
     }
 
@@ -334,11 +341,12 @@ impl Call {
     }
 
     fn on_invite_provisional(&mut self, sh: &mut Shared, now: Instant, response: &SipMessage, status: u16) {
-        if self.phase == Phase::Calling {
-            self.phase = Phase::Early;
-        }
-        if self.phase != Phase::Early {
-            return;
+        match self.phase {
+            Phase::Calling => self.phase = Phase::Early,
+            Phase::Early => {}
+            // Over with the INVITE still open: the CANCEL may only go now.
+            Phase::Over => return self.try_cancel(sh, now),
+            Phase::Up => return,
         }
         if status == 100 {
             if !self.trying_seen {
@@ -491,10 +499,17 @@ impl Call {
             sh.send(bytes);
             return;
         }
-        if self.acked.is_none() && self.phase != Phase::Over {
-            // The 2xx crossed nothing we know of yet (its transaction was abandoned): treat
-            // it as the answer.
+        if matches!(self.phase, Phase::Calling | Phase::Early) && self.acked.is_none() {
+            // No answer yet and its transaction gone: it is the answer.
             self.on_first_2xx(sh, now, response);
+            return;
+        }
+        if let Some(dialog) = self.dialog.clone()
+            && self.phase == Phase::Up
+            && tag.as_deref() == Some(dialog.remote_tag.as_str())
+        {
+            // A retransmission later than 64·T1: ACK it again from the dialog, never re-answer.
+            self.dialog_request(sh, now, &dialog, Method::Ack, self.invite_cseq, Vec::new());
             return;
         }
         if let Some(fork) = Dialog::from_response(response, &self.request_uri) {
@@ -661,9 +676,10 @@ impl Call {
         if let Some(cancel) = self.cancel
             && cancel.give_up_at.is_some_and(|at| at <= now)
         {
-            for tx in self.clients.iter_mut().filter(|tx| tx.method == Method::Invite) {
+            for tx in self.clients.iter_mut().filter(|tx| tx.method == Method::Invite && tx.is_pending()) {
                 tx.abandon();
             }
+            self.cancel = None;
             self.fail(sh, now, None, "no final response after CANCEL".into(), cancel.reason);
         }
         if self.acked.as_ref().is_some_and(|a| a.until <= now) {

@@ -659,3 +659,18 @@ fn an_unanswered_bye_runs_timer_e_then_timer_f() {
     assert!(shots.iter().all(|s| s.method() == Some(Method::Bye)));
     assert_eq!(h.kinds().last(), Some(&CallEventKind::Closed));
 }
+
+#[test]
+fn a_bye_on_the_early_dialog_fails_the_call_and_cancels_the_invite() {
+    let mut h = Harness::new(config());
+    let (_call, invite) = h.dial("+15550199");
+    h.deliver(&response(&invite.message, 180, Some("callee"), vec![contact_header("callee")], None));
+    let bye = h.dialog_request(&invite, "callee", Method::Bye, vec![], None);
+    let out = h.deliver(&bye);
+    let what: Vec<_> = out.iter().map(|s| (s.status(), s.method())).collect();
+    assert_eq!(what, [(None, Some(Method::Cancel)), (Some(200), None)]);
+    assert!(matches!(h.kinds().last(), Some(CallEventKind::Failed { reason: FailReason::Rejected, .. })));
+    // Nobody answers the CANCEL or the INVITE: the call is still forgotten in the end.
+    h.advance(secs(120.0));
+    assert_eq!(h.kinds().last(), Some(&CallEventKind::Closed));
+}
