@@ -525,6 +525,7 @@ impl Call {
         now: Instant,
         source: SocketAddr,
         incoming: &Incoming,
+        may_remember: bool,
     ) -> Result<(), Dropped> {
         let SipMessage::Request(request) = &incoming.message else { return Err(Dropped::Stray) };
         let message = &incoming.message;
@@ -559,7 +560,7 @@ impl Call {
         };
         let bytes = message::response(message, status, reason, None, extra, body);
         sh.send_to(source, bytes.clone());
-        if status >= 200 && !branch.is_empty() {
+        if status >= 200 && !branch.is_empty() && may_remember {
             if self.servers.len() >= MAX_SERVER_TX {
                 self.servers.remove(0);
             }

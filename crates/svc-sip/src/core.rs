@@ -193,8 +193,10 @@ impl SipCore {
             return Err(Dropped::Rejected(400));
         }
         let call_id = message::call_id(message).unwrap_or_default();
+        // At the transaction limit, requests are still answered, just not remembered.
+        let may_remember = self.transactions() < self.shared.config.max_transactions;
         if let Some(call) = self.calls.get_mut(&CallId(call_id)) {
-            return call.on_request(&mut self.shared, now, from, incoming);
+            return call.on_request(&mut self.shared, now, from, incoming, may_remember);
         }
         // Outside any call of ours.
         let has_to_tag = message::to_tag(message).is_some();

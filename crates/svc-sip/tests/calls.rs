@@ -674,3 +674,38 @@ fn a_bye_on_the_early_dialog_fails_the_call_and_cancels_the_invite() {
     h.advance(secs(120.0));
     assert_eq!(h.kinds().last(), Some(&CallEventKind::Closed));
 }
+
+#[test]
+fn calls_do_not_cross() {
+    let mut h = Harness::new(config());
+    let (first, invite1) = h.dial("+15550001");
+    let (second, invite2) = h.dial("+15550002");
+    assert_ne!(first, second);
+    assert_ne!(invite1.header("Call-ID"), invite2.header("Call-ID"));
+    assert_ne!(invite1.header("From"), invite2.header("From"), "each call has its own tag");
+    h.deliver(&response(&invite2.message, 486, Some("x"), vec![], None));
+    let sdp = answer_sdp(1, "sendrecv");
+    h.deliver(&response(&invite1.message, 200, Some("y"), vec![contact_header("y")], Some(&sdp)));
+    let outcome = |call: &svc_sip::CallId| {
+        h.events
+            .iter()
+            .filter(|e| &e.call == call)
+            .map(|e| e.kind.clone())
+            .find(|k| matches!(k, CallEventKind::Answered { .. } | CallEventKind::Failed { .. }))
+    };
+    assert!(matches!(outcome(&first), Some(CallEventKind::Answered { .. })));
+    assert!(matches!(outcome(&second), Some(CallEventKind::Failed { reason: FailReason::Busy, .. })));
+}
+
+#[test]
+fn at_the_transaction_limit_requests_are_answered_but_not_remembered() {
+    let mut config = config();
+    config.max_transactions = 6;
+    let mut h = Harness::new(config);
+    let (_call, invite, _ack) = h.answered_call();
+    for _ in 0..10 {
+        let options = h.dialog_request(&invite, "callee", Method::Options, vec![], None);
+        assert_eq!(h.deliver(&options)[0].status(), Some(200));
+    }
+    assert_eq!(h.core.dial(h.now, "+15550003", None, offer()), Err(DialError::AtCapacity));
+}
