@@ -31,7 +31,7 @@ fn run(seed: u64) {
         let other = h.sent.iter().rev().find(|s| matches!(s.method(), Some(Method::Bye | Method::Cancel))).cloned();
         let tag = tags[rng.gen_range(0..tags.len())];
         let contact = vec![contact_header(tag)];
-        match rng.gen_range(0..15) {
+        match rng.gen_range(0..17) {
             0 => drop(h.deliver(&response(&invite.message, 100, None, vec![], None))),
             1 => drop(h.deliver(&response(&invite.message, 180, Some(tag), contact, None))),
             2 => drop(h.deliver(&response(&invite.message, 183, Some(tag), contact, Some(&sdp)))),
@@ -61,6 +61,18 @@ fn run(seed: u64) {
                 drop(h.deliver(&info));
             }
             11 if h.core.has_call(&call) => drop(h.hangup(&call)),
+            12 => {
+                let proxy = Header::ProxyAuthenticate(rsip::headers::ProxyAuthenticate::new(
+                    "Digest realm=\"p\", nonce=\"m\", stale=true",
+                ));
+                drop(h.deliver(&response(&invite.message, 407, Some(tag), vec![proxy], None)));
+            }
+            13 => {
+                // An ACK for whatever re-INVITE came last (or none).
+                h.remote_cseq -= 1;
+                let ack = h.dialog_request(&first, tag, Method::Ack, vec![], None);
+                drop(h.deliver(&ack));
+            }
             _ => drop(h.advance(Duration::from_millis(rng.gen_range(0..40_000)))),
         }
     }
