@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("svc-audio", 1),
     ("svc-stt", 1),
     ("svc-llm", 1),
+    ("svc-sip", 1),
     ("svc-store", 2),
     ("svc-import", 2),
     ("svc-provider", 2),
@@ -46,6 +47,7 @@ const SHIPPED: &[&str] = &[
     "svc-room",
     "svc-stt",
     "svc-llm",
+    "svc-sip",
     "svc-local",
     "svc-session",
     "svc-server",
@@ -105,6 +107,8 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     // speech program are not.
     ("svc-local/src/core.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-local/src/sentences.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    // The SIP user agent is sans-IO; its shell owns the socket, the clock and the task.
+    ("svc-sip/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &["svc-sip/src/shell.rs"]),
     // The session as a state machine.
     ("svc-session/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
 ];
