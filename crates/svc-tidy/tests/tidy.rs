@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("svc-audio", 1),
     ("svc-stt", 1),
     ("svc-llm", 1),
+    ("svc-rtp", 1),
     ("svc-store", 2),
     ("svc-import", 2),
     ("svc-provider", 2),
@@ -46,6 +47,7 @@ const SHIPPED: &[&str] = &[
     "svc-room",
     "svc-stt",
     "svc-llm",
+    "svc-rtp",
     "svc-local",
     "svc-session",
     "svc-server",
@@ -88,6 +90,8 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-audio/src/", &[Clock, Tokio, Spawn, Sockets, Http], &[]),
     ("svc-audio/src/", &[Files], &["svc-audio/src/wav.rs"]),
     ("svc-opus/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    // The telephone media path: packets in, packets and PCM out; the caller owns clock and socket.
+    ("svc-rtp/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-import/src/", &[Clock, Spawn, Sockets, Http], &[]),
     // The room's sans-IO core and its data model.
     ("svc-room/src/core.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),

@@ -1,0 +1,4 @@
+//! The telephone media path (placeholder docs, completed below).
+
+pub mod g711;
+pub mod packet;
