@@ -2,3 +2,4 @@
 
 pub mod g711;
 pub mod packet;
+pub mod resample;
