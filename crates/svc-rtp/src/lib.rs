@@ -3,3 +3,4 @@
 pub mod g711;
 pub mod packet;
 pub mod resample;
+pub mod jitter;
