@@ -4,3 +4,4 @@ pub mod g711;
 pub mod packet;
 pub mod resample;
 pub mod jitter;
+pub mod dtmf;
