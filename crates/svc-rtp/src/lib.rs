@@ -5,3 +5,4 @@ pub mod packet;
 pub mod resample;
 pub mod jitter;
 pub mod dtmf;
+pub mod rtcp;
