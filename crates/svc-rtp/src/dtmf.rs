@@ -259,12 +259,8 @@ impl DtmfReceiver {
             }
             None => {}
         }
-        let current = self.current.get_or_insert(Receiving {
-            timestamp,
-            event: event.event,
-            duration: 0,
-            last_seen: now,
-        });
+        let current =
+            self.current.get_or_insert(Receiving { timestamp, event: event.event, duration: 0, last_seen: now });
         current.duration = current.duration.max(event.duration);
         current.last_seen = now;
         if event.end {

@@ -52,8 +52,7 @@ impl RtpPacket {
     /// Parses one RTP packet. Total: any input gives a packet or a [`PacketError`].
     pub fn parse(bytes: &[u8]) -> Result<RtpPacket, PacketError> {
         let truncated = |needed: usize| PacketError::Truncated { needed, actual: bytes.len() };
-        let fixed: &[u8; RTP_HEADER_LEN] =
-            bytes.first_chunk().ok_or_else(|| truncated(RTP_HEADER_LEN))?;
+        let fixed: &[u8; RTP_HEADER_LEN] = bytes.first_chunk().ok_or_else(|| truncated(RTP_HEADER_LEN))?;
         let version = fixed[0] >> 6;
         if version != 2 {
             return Err(PacketError::Version(version));

@@ -32,12 +32,12 @@ impl NtpTime {
     /// The NTP time of a wall-clock time given as the duration since the Unix epoch.
     #[must_use]
     pub fn from_unix(since_epoch: Duration) -> NtpTime {
-        NtpTime(0).add(since_epoch + Duration::from_secs(NTP_UNIX_OFFSET))
+        NtpTime(0).plus(since_epoch + Duration::from_secs(NTP_UNIX_OFFSET))
     }
 
     /// This time plus `duration` (wrapping with the NTP era).
     #[must_use]
-    pub fn add(self, duration: Duration) -> NtpTime {
+    pub fn plus(self, duration: Duration) -> NtpTime {
         let seconds = duration.as_secs() << 32;
         let fraction = (u64::from(duration.subsec_nanos()) << 32) / 1_000_000_000;
         NtpTime(self.0.wrapping_add(seconds).wrapping_add(fraction))
@@ -126,7 +126,8 @@ impl RtcpPacket {
         let mut packets = Vec::new();
         let mut rest = bytes;
         while !rest.is_empty() {
-            let header: &[u8; 4] = rest.first_chunk().ok_or(PacketError::Truncated { needed: 4, actual: rest.len() })?;
+            let header: &[u8; 4] =
+                rest.first_chunk().ok_or(PacketError::Truncated { needed: 4, actual: rest.len() })?;
             let version = header[0] >> 6;
             if version != 2 {
                 return Err(PacketError::Version(version));
@@ -185,7 +186,7 @@ impl RtcpPacket {
                     }
                     // The item list ends with a zero byte, then zeros to the next 32-bit boundary.
                     out.push(0);
-                    while (out.len() - chunk_start) % 4 != 0 {
+                    while !(out.len() - chunk_start).is_multiple_of(4) {
                         out.push(0);
                     }
                 }
@@ -198,7 +199,7 @@ impl RtcpPacket {
                     let text = truncated_text(reason);
                     out.push(text.len() as u8);
                     out.extend_from_slice(text);
-                    while (out.len() - start) % 4 != 0 {
+                    while !(out.len() - start).is_multiple_of(4) {
                         out.push(0);
                     }
                 }
@@ -399,9 +400,9 @@ impl ReceptionStats {
         } else {
             ((lost_interval << 8) / expected_interval as i64).min(255) as u8
         };
-        let (last_sr, delay_since_last_sr) = self.last_sr.map_or((0, 0), |(ntp, at)| {
-            (ntp, (now.saturating_duration_since(at).as_secs_f64() * 65_536.0) as u32)
-        });
+        let (last_sr, delay_since_last_sr) = self
+            .last_sr
+            .map_or((0, 0), |(ntp, at)| (ntp, (now.saturating_duration_since(at).as_secs_f64() * 65_536.0) as u32));
         ReportBlock {
             ssrc,
             fraction_lost,
@@ -460,7 +461,12 @@ mod tests {
         let packets = vec![
             RtcpPacket::SenderReport {
                 ssrc: 7,
-                info: SenderInfo { ntp: NtpTime(0xE000_0000_8000_0000), rtp_timestamp: 160, packet_count: 3, octet_count: 480 },
+                info: SenderInfo {
+                    ntp: NtpTime(0xE000_0000_8000_0000),
+                    rtp_timestamp: 160,
+                    packet_count: 3,
+                    octet_count: 480,
+                },
                 reports: vec![block(9)],
             },
             RtcpPacket::SourceDescription { chunks: vec![(7, Some("svc@example".into()))] },
@@ -528,7 +534,7 @@ mod tests {
         assert_eq!(ntp.0 & 0xFFFF_FFFF, 1 << 31);
         let sent = NtpTime(100 << 32);
         let block = ReportBlock { last_sr: sent.compact(), delay_since_last_sr: 65_536 / 2, ..block(1) };
-        let rtt = round_trip_time(sent.add(Duration::from_millis(700)), &block).expect("an SR was reported");
+        let rtt = round_trip_time(sent.plus(Duration::from_millis(700)), &block).expect("an SR was reported");
         assert!((rtt.as_secs_f64() - 0.2).abs() < 0.001, "{rtt:?}");
         assert_eq!(round_trip_time(sent, &ReportBlock { last_sr: 0, ..block }), None);
     }

@@ -583,8 +583,15 @@ impl RtpSession {
 
     fn send_rtp(&mut self, payload_type: u8, marker: bool, timestamp: u32, payload: Vec<u8>) {
         let octets = payload.len() as u64;
-        let packet =
-            RtpPacket { marker, payload_type, sequence: self.sequence, timestamp, ssrc: self.ssrc, csrcs: Vec::new(), payload };
+        let packet = RtpPacket {
+            marker,
+            payload_type,
+            sequence: self.sequence,
+            timestamp,
+            ssrc: self.ssrc,
+            csrcs: Vec::new(),
+            payload,
+        };
         let Ok(bytes) = packet.to_bytes() else { return };
         self.sequence = self.sequence.wrapping_add(1);
         self.packets_sent += 1;
@@ -596,7 +603,7 @@ impl RtpSession {
     // ---- Time, RTCP and closing ------------------------------------------------------------
 
     fn ntp_at(&self, now: Instant) -> NtpTime {
-        self.config.ntp_at_start.add(now.saturating_duration_since(self.start))
+        self.config.ntp_at_start.plus(now.saturating_duration_since(self.start))
     }
 
     /// Does what is due at `now`: DTMF packets, RTCP reports, the media timeout, an incoming

@@ -15,7 +15,11 @@ use svc_rtp::{DtmfEvent, FrameKind, MediaEvent};
 fn say(signal: &[i16], to_phone: Conditions) -> (Vec<f64>, Call) {
     let mut call = Call::new(config(1, PHONE), config(2, SVC), to_phone, Conditions::clean());
     let frames = frames(signal);
-    call.run(Duration::from_secs_f64(signal.len() as f64 / 48_000.0 + 0.5), |n| frames.get(n as usize).cloned(), |_| None);
+    call.run(
+        Duration::from_secs_f64(signal.len() as f64 / 48_000.0 + 0.5),
+        |n| frames.get(n as usize).cloned(),
+        |_| None,
+    );
     let received = concatenate(&call.phone.played);
     // The phone starts playing some time after the first packet: search up to 400 ms.
     (windowed_correlation(signal, &received, 0, 19_200), call)
@@ -38,8 +42,9 @@ fn speech_crosses_a_clean_network_intact() {
 
 #[test]
 fn a_tone_crosses_a_clean_network_intact() {
-    let signal: Vec<i16> =
-        (0..48_000 * 4).map(|i| (8_000.0 * (2.0 * std::f64::consts::PI * 1_000.0 * i as f64 / 48_000.0).sin()) as i16).collect();
+    let signal: Vec<i16> = (0..48_000 * 4)
+        .map(|i| (8_000.0 * (2.0 * std::f64::consts::PI * 1_000.0 * i as f64 / 48_000.0).sin()) as i16)
+        .collect();
     let (correlations, _) = say(&signal, Conditions::clean());
     assert!(correlations.iter().all(|&c| c >= 0.99), "{correlations:?}");
 }
@@ -47,7 +52,8 @@ fn a_tone_crosses_a_clean_network_intact() {
 #[test]
 fn speech_survives_loss_reordering_duplication_and_jitter() {
     let signal = speech_like(10.0);
-    let bad = Conditions { delay: Duration::from_millis(40), jitter: Duration::from_millis(50), loss: 0.03, duplicate: 0.02 };
+    let bad =
+        Conditions { delay: Duration::from_millis(40), jitter: Duration::from_millis(50), loss: 0.03, duplicate: 0.02 };
     let (correlations, call) = say(&signal, bad);
     let stats = call.phone.session.stats();
     assert!(mean(&correlations) >= 0.8, "{correlations:?} {stats:?}");
@@ -62,14 +68,16 @@ fn speech_survives_loss_reordering_duplication_and_jitter() {
 #[test]
 fn without_loss_jitter_costs_no_quality() {
     let signal = speech_like(8.0);
-    let jittery = Conditions { delay: Duration::from_millis(40), jitter: Duration::from_millis(60), loss: 0.0, duplicate: 0.0 };
+    let jittery =
+        Conditions { delay: Duration::from_millis(40), jitter: Duration::from_millis(60), loss: 0.0, duplicate: 0.0 };
     let (correlations, call) = say(&signal, jittery);
     assert!(mean(&correlations) >= 0.9, "{correlations:?} {:?}", call.phone.session.stats());
 }
 
 #[test]
 fn dtmf_digits_arrive_once_each_and_stay_out_of_the_audio() {
-    let lossy = Conditions { delay: Duration::from_millis(30), jitter: Duration::from_millis(30), loss: 0.03, duplicate: 0.05 };
+    let lossy =
+        Conditions { delay: Duration::from_millis(30), jitter: Duration::from_millis(30), loss: 0.03, duplicate: 0.05 };
     let mut call = Call::new(config(1, PHONE), config(2, SVC), lossy, Conditions::clean());
     let silence = vec![0i16; 960];
     call.run(Duration::from_millis(500), |_| Some(silence.clone()), |_| None);
@@ -96,7 +104,8 @@ fn dtmf_digits_arrive_once_each_and_stay_out_of_the_audio() {
 #[test]
 fn dtmf_sent_during_speech_pauses_the_audio_and_resumes_it_marked() {
     let mut call = Call::new(config(1, PHONE), config(2, SVC), Conditions::clean(), Conditions::clean());
-    let tone: Vec<i16> = (0..960).map(|i| (4_000.0 * (2.0 * std::f64::consts::PI * i as f64 / 48.0).sin()) as i16).collect();
+    let tone: Vec<i16> =
+        (0..960).map(|i| (4_000.0 * (2.0 * std::f64::consts::PI * i as f64 / 48.0).sin()) as i16).collect();
     call.run(Duration::from_millis(400), |_| Some(tone.clone()), |_| None);
     call.svc.session.send_dtmf(call.now, "5", 100).unwrap();
     call.run(Duration::from_millis(600), |_| Some(tone.clone()), |_| None);
@@ -106,7 +115,8 @@ fn dtmf_sent_during_speech_pauses_the_audio_and_resumes_it_marked() {
     let resumed = pause + kinds[pause..].iter().position(|k| *k == FrameKind::Audio).unwrap();
     assert!((5..=9).contains(&(resumed - pause)), "{kinds:?}");
     assert!(kinds[resumed..].iter().all(|k| *k == FrameKind::Audio), "{kinds:?}");
-    let digits: Vec<&MediaEvent> = call.phone.events.iter().map(|(_, e)| e).filter(|e| matches!(e, MediaEvent::Dtmf(_))).collect();
+    let digits: Vec<&MediaEvent> =
+        call.phone.events.iter().map(|(_, e)| e).filter(|e| matches!(e, MediaEvent::Dtmf(_))).collect();
     assert_eq!(digits, [&MediaEvent::Dtmf(DtmfEvent { digit: '5', duration_ms: 100 })]);
 }
 
@@ -149,13 +159,8 @@ fn bye_reaches_the_peer_and_silence_times_out() {
     let tone = vec![1_000i16; 960];
     call.run(Duration::from_secs(1), |_| None, |_| Some(tone.clone()));
     call.run(Duration::from_secs(3), |_| None, |_| None);
-    let timeouts: Vec<Duration> = call
-        .svc
-        .events
-        .iter()
-        .filter(|(_, e)| matches!(e, MediaEvent::MediaTimeout { .. }))
-        .map(|(t, _)| *t)
-        .collect();
+    let timeouts: Vec<Duration> =
+        call.svc.events.iter().filter(|(_, e)| matches!(e, MediaEvent::MediaTimeout { .. })).map(|(t, _)| *t).collect();
     assert_eq!(timeouts.len(), 1, "{:?}", call.svc.events);
     // The last packet arrived at about 1.01 s.
     assert!((3_000..=3_050).contains(&timeouts[0].as_millis()), "{timeouts:?}");

@@ -53,10 +53,7 @@ fn run(arrivals: &[Arrival], until: Duration) -> Run {
 
 /// The packet index each frame came from (`None` for concealment and silence).
 fn sources(frames: &[(Duration, JitterFrame)]) -> Vec<Option<u64>> {
-    frames
-        .iter()
-        .map(|(_, f)| (f.kind == FrameKind::Audio).then(|| f.samples[0] as u64 - 1))
-        .collect()
+    frames.iter().map(|(_, f)| (f.kind == FrameKind::Audio).then(|| f.samples[0] as u64 - 1)).collect()
 }
 
 fn played(frames: &[(Duration, JitterFrame)]) -> Vec<u64> {
@@ -79,8 +76,11 @@ fn a_steady_stream_plays_in_order_after_the_minimum_delay() {
 #[test]
 fn reordered_and_duplicated_packets_play_once_in_order() {
     let mut arrivals = stream(200, |i| Some(Duration::from_millis(10 + if i % 5 == 1 { 25 } else { 0 })));
-    let copies: Vec<Arrival> =
-        arrivals.iter().filter(|a| a.seq % 7 == 0).map(|a| Arrival { at: a.at + Duration::from_millis(3), ..a.clone() }).collect();
+    let copies: Vec<Arrival> = arrivals
+        .iter()
+        .filter(|a| a.seq % 7 == 0)
+        .map(|a| Arrival { at: a.at + Duration::from_millis(3), ..a.clone() })
+        .collect();
     let duplicates = copies.len() as u64;
     arrivals.extend(copies);
     arrivals.sort_by_key(|a| a.at);
@@ -98,7 +98,10 @@ fn a_lost_packet_is_concealed_by_a_fading_repeat_and_playout_moves_on() {
     let run = run(&arrivals, Duration::from_millis(1_100));
     let kinds: Vec<FrameKind> = run.frames.iter().map(|(_, f)| f.kind).collect();
     assert_eq!(kinds[20], FrameKind::Concealed);
-    assert_eq!(&kinds[30..35], [FrameKind::Concealed, FrameKind::Concealed, FrameKind::Silence, FrameKind::Silence, FrameKind::Audio]);
+    assert_eq!(
+        &kinds[30..35],
+        [FrameKind::Concealed, FrameKind::Concealed, FrameKind::Silence, FrameKind::Silence, FrameKind::Audio]
+    );
     // The repeat is the last frame, fading: 20 came from 19, starting at full level.
     let repeat = &run.frames[20].1.samples;
     assert_eq!(repeat[0], 20);
@@ -124,7 +127,8 @@ fn a_packet_after_its_time_is_late_and_dropped() {
 fn the_delay_grows_under_jitter_and_shrinks_back_when_it_stops() {
     let mut rng = StdRng::seed_from_u64(7);
     // 5 s of a clean network, 10 s with 0–120 ms of random delay, then 15 s clean again.
-    let delays: Vec<u64> = (0..1_500).map(|i| if (250..750).contains(&i) { rng.gen_range(0..120) } else { 0 }).collect();
+    let delays: Vec<u64> =
+        (0..1_500).map(|i| if (250..750).contains(&i) { rng.gen_range(0..120) } else { 0 }).collect();
     let arrivals = stream(1_500, |i| Some(Duration::from_millis(delays[i as usize])));
     let run = run(&arrivals, Duration::from_secs(31));
     // The delay from sending (packet i at i × 20 ms) to playing, averaged over a window.
@@ -186,7 +190,8 @@ fn a_talkspurt_after_a_pause_is_re_anchored_one_target_behind() {
     // Packets 25..60 are not sent (silence suppression); the timestamps keep counting.
     let arrivals = stream(100, |i| (!(25..60).contains(&i)).then_some(Duration::from_millis(5)));
     let run = run(&arrivals, Duration::from_millis(2_200));
-    let first_after = run.frames.iter().find(|(_, f)| f.kind == FrameKind::Audio && f.samples[0] == 61).expect("played");
+    let first_after =
+        run.frames.iter().find(|(_, f)| f.kind == FrameKind::Audio && f.samples[0] == 61).expect("played");
     // Packet 60 arrives at 1205 ms and plays 40 ms later (±1 frame of schedule phase).
     let at = first_after.0.as_millis();
     assert!((1_240..=1_265).contains(&at), "played at {at} ms");

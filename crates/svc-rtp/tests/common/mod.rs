@@ -97,7 +97,8 @@ pub struct End {
 }
 
 pub fn config(seed: u64, remote: &str) -> SessionConfig {
-    let mut config = SessionConfig::new(G711::Pcmu, addr(remote), seed, NtpTime::from_unix(Duration::from_secs(1_750_000_000)));
+    let mut config =
+        SessionConfig::new(G711::Pcmu, addr(remote), seed, NtpTime::from_unix(Duration::from_secs(1_750_000_000)));
     config.telephone_event_pt = Some(101);
     config
 }
@@ -121,7 +122,12 @@ impl Call {
             t0,
             now: t0,
             svc: End { session: RtpSession::new(svc, t0), address: addr(SVC), played: Vec::new(), events: Vec::new() },
-            phone: End { session: RtpSession::new(phone, t0), address: addr(PHONE), played: Vec::new(), events: Vec::new() },
+            phone: End {
+                session: RtpSession::new(phone, t0),
+                address: addr(PHONE),
+                played: Vec::new(),
+                events: Vec::new(),
+            },
             uplink: Link::new(to_phone, 11),
             downlink: Link::new(to_svc, 12),
         }
@@ -142,7 +148,7 @@ impl Call {
         let end = self.now + duration;
         while self.now < end {
             let ms = (self.now - self.t0).as_millis() as u64;
-            if ms % 20 == 0 {
+            if ms.is_multiple_of(20) {
                 if let Some(frame) = svc_audio(ms / 20) {
                     self.svc.session.push_room_pcm(self.now, &frame);
                 }
@@ -270,8 +276,11 @@ pub fn best_correlation(reference: &[i16], received: &[i16], max_lag: usize) -> 
     b.resize(size, Complex { re: 0.0, im: 0.0 });
     fft(&mut a, false);
     fft(&mut b, false);
-    let mut product: Vec<Complex> =
-        a.iter().zip(&b).map(|(x, y)| Complex { re: x.re * y.re + x.im * y.im, im: x.im * y.re - x.re * y.im }).collect();
+    let mut product: Vec<Complex> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| Complex { re: x.re * y.re + x.im * y.im, im: x.im * y.re - x.re * y.im })
+        .collect();
     fft(&mut product, true);
     let reference_energy: f64 = reference.iter().map(|&x| f64::from(x).powi(2)).sum();
     let mut prefix = vec![0.0; span + 1];
