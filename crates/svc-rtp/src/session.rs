@@ -252,6 +252,9 @@ pub struct RtpSession {
     up: Upsampler,
     dtmf_in: DtmfReceiver,
     last_received: Option<Instant>,
+    /// Where the media timeout counts from when no packet is later.
+    silence_since: Instant,
+    media_timeout: Option<Duration>,
     timed_out: bool,
     malformed: u64,
     ignored: u64,
@@ -303,6 +306,8 @@ impl RtpSession {
             up: Upsampler::new(),
             dtmf_in: DtmfReceiver::new(),
             last_received: None,
+            silence_since: now,
+            media_timeout: Some(config.media_timeout),
             timed_out: false,
             malformed: 0,
             ignored: 0,
@@ -330,6 +335,26 @@ impl RtpSession {
     #[must_use]
     pub fn remote_rtp(&self) -> SocketAddr {
         self.remote_rtp
+    }
+
+    /// New remote addresses from a later SDP (a re-INVITE, or a 200 OK answering differently
+    /// from early media). Latching starts over under the configured [`SymmetricRtp`] policy.
+    pub fn set_remote(&mut self, remote_rtp: SocketAddr, remote_rtcp: SocketAddr) {
+        self.config.remote_rtp = remote_rtp;
+        self.config.remote_rtcp = remote_rtcp;
+        self.remote_rtp = remote_rtp;
+        self.remote_rtcp = if self.config.rtcp_mux { remote_rtp } else { remote_rtcp };
+        self.latch_rtp = self.config.symmetric_rtp.latches(remote_rtp.ip());
+        self.latch_rtcp = self.latch_rtp && !self.config.rtcp_mux;
+    }
+
+    /// Changes the media timeout, counted from `now` (or the last packet, if later); `None`
+    /// turns it off, e.g. while the call is on hold and the phone sends nothing by design.
+    pub fn set_media_timeout(&mut self, now: Instant, timeout: Option<Duration>) {
+        self.touch(now);
+        self.media_timeout = timeout;
+        self.timed_out = false;
+        self.silence_since = self.last_received.map_or(now, |at| at.max(now));
     }
 
     /// Counters for the timeline.
@@ -602,6 +627,11 @@ impl RtpSession {
 
     // ---- Time, RTCP and closing ------------------------------------------------------------
 
+    /// Since when no RTP has come.
+    fn silent_since(&self) -> Instant {
+        self.last_received.map_or(self.silence_since, |at| at.max(self.silence_since))
+    }
+
     fn ntp_at(&self, now: Instant) -> NtpTime {
         self.config.ntp_at_start.plus(now.saturating_duration_since(self.start))
     }
@@ -616,9 +646,8 @@ impl RtpSession {
         self.send_due_dtmf(now);
         self.dtmf_in.handle_timeout(now);
         self.drain_dtmf();
-        let since = self.last_received.unwrap_or(self.start);
-        let silent_for = now.saturating_duration_since(since);
-        if !self.timed_out && silent_for >= self.config.media_timeout {
+        let silent_for = now.saturating_duration_since(self.silent_since());
+        if !self.timed_out && self.media_timeout.is_some_and(|timeout| silent_for >= timeout) {
             self.timed_out = true;
             self.events.push_back(MediaEvent::MediaTimeout { silent_for });
         }
@@ -686,8 +715,7 @@ impl RtpSession {
         if self.closed {
             return None;
         }
-        let media_timeout =
-            (!self.timed_out).then(|| self.last_received.unwrap_or(self.start) + self.config.media_timeout);
+        let media_timeout = self.media_timeout.filter(|_| !self.timed_out).map(|timeout| self.silent_since() + timeout);
         [
             Some(self.next_report),
             media_timeout,

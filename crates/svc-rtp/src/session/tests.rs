@@ -215,3 +215,32 @@ fn rtcp_mux_sends_reports_to_the_rtp_port_and_reads_them_there() {
     s.handle_rtp(t0, addr(REMOTE), &bye);
     assert!(events(&mut s).contains(&MediaEvent::RemoteBye { ssrc: 4, reason: None }));
 }
+
+#[test]
+fn the_media_timeout_can_be_moved_and_turned_off_and_the_remote_changed() {
+    let (mut s, t0) = session(|config| config.media_timeout = Duration::from_secs(5));
+    let mut fired = Vec::new();
+    for ms in (0..12_000).step_by(10) {
+        let now = t0 + Duration::from_millis(ms);
+        if ms == 3_000 {
+            s.set_media_timeout(now, Some(Duration::from_secs(5)));
+        }
+        if ms == 9_000 {
+            s.set_media_timeout(now, None);
+        }
+        s.handle_timeout(now);
+        fired.extend(events(&mut s).into_iter().filter_map(|e| match e {
+            MediaEvent::MediaTimeout { silent_for } => Some((ms, silent_for)),
+            _ => None,
+        }));
+    }
+    assert_eq!(fired, [(8_000, Duration::from_secs(5))], "restarted at 3 s, fired once");
+    s.set_media_timeout(t0 + Duration::from_secs(12), None);
+    for ms in (12_000..60_000).step_by(100) {
+        s.handle_timeout(t0 + Duration::from_millis(ms));
+    }
+    assert!(!events(&mut s).iter().any(|e| matches!(e, MediaEvent::MediaTimeout { .. })), "off");
+    s.set_remote(addr("198.51.100.1:7000"), addr("198.51.100.1:7001"));
+    s.push_room_pcm(t0 + Duration::from_secs(60), &[0; 960]);
+    assert_eq!(sent(&mut s).last().expect("rtp").0.destination, addr("198.51.100.1:7000"));
+}
