@@ -413,8 +413,8 @@ impl RtpSession {
             let timestamp = self.ts_unwrap.extend(packet.timestamp);
             let mut pcm = Vec::with_capacity(packet.payload.len());
             self.config.codec.decode(&packet.payload, &mut pcm);
-            // The outcome is in the jitter buffer's counters.
-            let _ = self.jitter.push(now, sequence, timestamp, pcm);
+            // What became of the packet (late, duplicate, …) is in the jitter buffer's counters.
+            self.jitter.push(now, sequence, timestamp, pcm);
         } else {
             self.dtmf_in.handle(now, packet.timestamp, &packet.payload);
             self.drain_dtmf();
@@ -439,6 +439,10 @@ impl RtpSession {
             if *current != from {
                 *current = from;
                 self.events.push_back(MediaEvent::RemoteAddressLatched { kind, address: from });
+            }
+            if kind == TransmitKind::Rtp && self.config.rtcp_mux {
+                // Under rtcp-mux the reports follow the media to the latched address.
+                self.remote_rtcp = from;
             }
             return true;
         }

@@ -244,3 +244,16 @@ fn the_media_timeout_can_be_moved_and_turned_off_and_the_remote_changed() {
     s.push_room_pcm(t0 + Duration::from_secs(60), &[0; 960]);
     assert_eq!(sent(&mut s).last().expect("rtp").0.destination, addr("198.51.100.1:7000"));
 }
+
+#[test]
+fn under_rtcp_mux_reports_follow_a_latched_address() {
+    let (mut s, t0) = session(|config| {
+        config.rtcp_mux = true;
+        config.remote_rtp = addr("10.1.2.3:4000");
+    });
+    let nat = addr("198.51.100.99:61000");
+    s.handle_rtp(t0, nat, &rtp(1, 10, 1_000, 8));
+    s.handle_timeout(t0 + Duration::from_secs(4));
+    let report = sent(&mut s).into_iter().find(|(t, _)| t.kind == TransmitKind::Rtcp).expect("a report");
+    assert_eq!(report.0.destination, nat);
+}
