@@ -13,7 +13,11 @@ use svc_rtp::{DtmfEvent, FrameKind, MediaEvent};
 /// The svc side says `signal`; the phone side is quiet. Returns the per-second correlations of
 /// what the phone played with what was said.
 fn say(signal: &[i16], to_phone: Conditions) -> (Vec<f64>, Call) {
-    let mut call = Call::new(config(1, PHONE), config(2, SVC), to_phone, Conditions::clean());
+    say_with_seed(signal, to_phone, 11)
+}
+
+fn say_with_seed(signal: &[i16], to_phone: Conditions, seed: u64) -> (Vec<f64>, Call) {
+    let mut call = Call::with_network_seed(config(1, PHONE), config(2, SVC), to_phone, Conditions::clean(), seed);
     let frames = frames(signal);
     call.run(
         Duration::from_secs_f64(signal.len() as f64 / 48_000.0 + 0.5),
@@ -58,15 +62,21 @@ fn speech_survives_loss_reordering_duplication_and_jitter() {
     let signal = speech_like(10.0);
     let bad =
         Conditions { delay: Duration::from_millis(40), jitter: Duration::from_millis(50), loss: 0.03, duplicate: 0.02 };
-    let (correlations, call) = say(&signal, bad);
-    let stats = call.phone.session.stats();
-    assert!(mean(&correlations) >= 0.8, "{correlations:?} {stats:?}");
-    assert!(correlations.iter().all(|&c| c >= 0.7), "{correlations:?}");
-    // The network did what it was asked to.
-    assert!((5..=20).contains(&stats.packets_lost), "{stats:?}");
-    assert!(stats.packets_duplicate >= 3, "{stats:?}");
-    assert!(stats.jitter.jitter_ms > 5.0, "{stats:?}");
-    assert!(stats.jitter.target_delay_ms > 40, "{stats:?}");
+    // Three networks, so a lucky draw cannot carry the test.
+    for seed in [11, 23, 42] {
+        let (correlations, call) = say_with_seed(&signal, bad, seed);
+        let stats = call.phone.session.stats();
+        assert!(mean(&correlations) >= 0.8, "seed {seed}: {correlations:?} {stats:?}");
+        // A window in which the buffer grew (holding playout for a late packet) holds two
+        // alignments, and no single lag fits it: one such dip per call is the price of adapting.
+        let dips = correlations.iter().filter(|&&c| c < 0.7).count();
+        assert!(dips <= 1, "seed {seed}: {correlations:?}");
+        // The network did what it was asked to: about 15 of 500 lost, reordering, copies.
+        assert!((5..=30).contains(&stats.packets_lost), "seed {seed}: {stats:?}");
+        assert!(stats.packets_duplicate >= 3, "seed {seed}: {stats:?}");
+        assert!(stats.jitter.jitter_ms > 5.0, "seed {seed}: {stats:?}");
+        assert!(stats.jitter.target_delay_ms > 40, "seed {seed}: {stats:?}");
+    }
 }
 
 #[test]
@@ -176,4 +186,24 @@ fn bye_reaches_the_peer_and_silence_times_out() {
     let bye = MediaEvent::RemoteBye { ssrc: phone_ssrc, reason: Some("hangup".into()) };
     assert!(call.svc.events.iter().any(|(_, e)| *e == bye), "{:?}", call.svc.events);
     assert_eq!(call.phone.session.poll_timeout(), None);
+}
+
+#[test]
+fn the_receive_delay_follows_the_network_jitter_up_and_back_down() {
+    let mut call = Call::new(config(1, PHONE), config(2, SVC), Conditions::clean(), Conditions::clean());
+    let tone = vec![1_000i16; 960];
+    call.run(Duration::from_secs(3), |_| Some(tone.clone()), |_| None);
+    let calm = call.phone.session.stats().jitter;
+    call.uplink.conditions.jitter = Duration::from_millis(120);
+    call.run(Duration::from_secs(8), |_| Some(tone.clone()), |_| None);
+    let jittery = call.phone.session.stats().jitter;
+    call.uplink.conditions.jitter = Duration::ZERO;
+    call.run(Duration::from_secs(20), |_| Some(tone.clone()), |_| None);
+    let calm_again = call.phone.session.stats().jitter;
+    assert_eq!(calm.target_delay_ms, 40, "{calm:?}");
+    assert!(jittery.target_delay_ms >= 100, "{jittery:?}");
+    assert!(jittery.buffered_ms >= 40, "{jittery:?}");
+    assert_eq!(calm_again.target_delay_ms, 40, "{calm_again:?}");
+    assert!(calm_again.buffered_ms <= 60, "{calm_again:?}");
+    assert!(calm_again.dropped_frames > jittery.dropped_frames, "shrunk by dropping frames: {calm_again:?}");
 }

@@ -117,6 +117,17 @@ pub struct Call {
 
 impl Call {
     pub fn new(svc: SessionConfig, phone: SessionConfig, to_phone: Conditions, to_svc: Conditions) -> Call {
+        Call::with_network_seed(svc, phone, to_phone, to_svc, 11)
+    }
+
+    /// [`Call::new`] with another seed for the network's randomness.
+    pub fn with_network_seed(
+        svc: SessionConfig,
+        phone: SessionConfig,
+        to_phone: Conditions,
+        to_svc: Conditions,
+        seed: u64,
+    ) -> Call {
         let t0 = Instant::now();
         Call {
             t0,
@@ -128,8 +139,8 @@ impl Call {
                 played: Vec::new(),
                 events: Vec::new(),
             },
-            uplink: Link::new(to_phone, 11),
-            downlink: Link::new(to_svc, 12),
+            uplink: Link::new(to_phone, seed),
+            downlink: Link::new(to_svc, seed + 1),
         }
     }
 
