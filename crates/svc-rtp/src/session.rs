@@ -72,7 +72,7 @@ pub struct SessionConfig {
     /// Seeds the SSRC, the initial sequence number and timestamp, and RTCP's randomisation.
     /// Use a fresh random value per call in production, a constant in tests.
     pub seed: u64,
-    /// The codec of the SDP answer.
+    /// The codec of the SDP answer: what is sent. Both laws are decoded on receive.
     pub codec: G711,
     /// The telephone-event payload type of the SDP answer, if any.
     pub telephone_event_pt: Option<u8>,
@@ -394,9 +394,15 @@ impl RtpSession {
             self.malformed += 1;
             return;
         };
-        let audio = packet.payload_type == self.config.codec.payload_type();
+        // Either G.711 law is decoded, whichever was negotiated: an answerer may send any codec
+        // of its answer (RFC 3264 §5.1) and both cost nothing. Comfort noise (RFC 3389) and
+        // anything else is ignored, so it plays as silence.
         let event = self.config.telephone_event_pt == Some(packet.payload_type);
-        if !(audio || event) || !self.accept_source(from, TransmitKind::Rtp) || !self.accept_ssrc(now, packet.ssrc) {
+        let audio = if event { None } else { G711::from_payload_type(packet.payload_type) };
+        if !(audio.is_some() || event)
+            || !self.accept_source(from, TransmitKind::Rtp)
+            || !self.accept_ssrc(now, packet.ssrc)
+        {
             self.ignored += 1;
             return;
         }
@@ -409,10 +415,10 @@ impl RtpSession {
             self.timed_out = false;
             self.events.push_back(MediaEvent::MediaResumed);
         }
-        if audio {
+        if let Some(law) = audio {
             let timestamp = self.ts_unwrap.extend(packet.timestamp);
             let mut pcm = Vec::with_capacity(packet.payload.len());
-            self.config.codec.decode(&packet.payload, &mut pcm);
+            law.decode(&packet.payload, &mut pcm);
             // What became of the packet (late, duplicate, …) is in the jitter buffer's counters.
             self.jitter.push(now, sequence, timestamp, pcm);
         } else {

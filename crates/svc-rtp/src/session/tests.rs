@@ -102,8 +102,8 @@ fn the_first_source_is_latched_and_a_new_one_takes_over_only_when_it_persists() 
 fn packets_from_strangers_or_of_other_payload_types_are_ignored() {
     let (mut s, t0) = session(|_| {});
     s.handle_rtp(t0, addr("192.0.2.66:40000"), &rtp(1, 10, 1_000, 8));
-    s.handle_rtp(t0, addr(REMOTE), &rtp(1, 10, 1_000, 0));
     s.handle_rtp(t0, addr(REMOTE), &rtp(1, 10, 1_000, 13));
+    s.handle_rtp(t0, addr(REMOTE), &rtp(1, 10, 1_000, 9));
     s.handle_rtp(t0, addr(REMOTE), &[0x80, 8, 0]);
     assert_eq!(s.remote_ssrc(), None);
     assert_eq!((s.stats().ignored, s.stats().malformed), (3, 1));
@@ -256,4 +256,25 @@ fn under_rtcp_mux_reports_follow_a_latched_address() {
     s.handle_timeout(t0 + Duration::from_secs(4));
     let report = sent(&mut s).into_iter().find(|(t, _)| t.kind == TransmitKind::Rtcp).expect("a report");
     assert_eq!(report.0.destination, nat);
+}
+
+#[test]
+fn sequence_numbers_and_timestamps_wrap_without_a_glitch() {
+    let (mut s, t0) = session(|_| {});
+    let mut kinds = Vec::new();
+    for n in 0..100u32 {
+        let now = t0 + Duration::from_millis(20 * u64::from(n));
+        let seq = 65_500u16.wrapping_add(n as u16);
+        let ts = (u32::MAX - 5_000).wrapping_add(n * 160);
+        // The other law than the negotiated one is decoded too.
+        let law = if n % 2 == 0 { 8 } else { 0 };
+        s.handle_rtp(now, addr(REMOTE), &rtp(1, seq, ts, law));
+        while let Some(frame) = s.poll_room_pcm(now) {
+            kinds.push(frame.kind);
+        }
+    }
+    assert_eq!(kinds.len(), 98);
+    assert!(kinds.iter().all(|k| *k == FrameKind::Audio), "{kinds:?}");
+    let stats = s.stats();
+    assert_eq!((stats.packets_received, stats.packets_lost, stats.jitter.resyncs), (100, 0, 0));
 }
