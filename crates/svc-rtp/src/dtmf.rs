@@ -226,7 +226,7 @@ struct Receiving {
 }
 
 /// Turns received telephone-event packets into one [`DtmfEvent`] per event: reported on its
-/// first end packet, or when a new event starts or [`RECEIVE_TIMEOUT`] passes without one (all
+/// first end packet, or when a new event starts or 500 ms pass without a packet of it (all
 /// end packets lost). Events are told apart by their timestamp; a packet of an event already
 /// reported (the repeated end packets, a reordered start) is ignored.
 #[derive(Debug, Clone, Default)]
