@@ -30,10 +30,11 @@ total_start=$(date +%s%N)
 # --- Debian packages ----------------------------------------------------------------------------
 # chromium: the browser peer; espeak-ng + sox: test speech; libopus-dev: the system libopus that
 # svc-opus links when pkg-config finds it (without it svc compiles its bundled copy; the tests
-# cover both); nodejs/npm and python3-venv only on a machine whose image lacks them.
+# cover both); baresip: the phone svc-sip dials in its interop test; nodejs/npm and python3-venv
+# only on a machine whose image lacks them.
 step "Debian packages"
 missing=()
-for package in chromium espeak-ng sox libopus-dev; do
+for package in chromium espeak-ng sox libopus-dev baresip; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
 done
 command -v node >/dev/null 2>&1 || missing+=(nodejs)

@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("svc-stt", 1),
     ("svc-llm", 1),
     ("svc-sip", 1),
+    ("svc-rtp", 1),
     ("svc-store", 2),
     ("svc-import", 2),
     ("svc-provider", 2),
@@ -48,6 +49,7 @@ const SHIPPED: &[&str] = &[
     "svc-stt",
     "svc-llm",
     "svc-sip",
+    "svc-rtp",
     "svc-local",
     "svc-session",
     "svc-server",
@@ -90,6 +92,8 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-audio/src/", &[Clock, Tokio, Spawn, Sockets, Http], &[]),
     ("svc-audio/src/", &[Files], &["svc-audio/src/wav.rs"]),
     ("svc-opus/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    // The telephone media path: packets in, packets and PCM out; the caller owns clock and socket.
+    ("svc-rtp/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-import/src/", &[Clock, Spawn, Sockets, Http], &[]),
     // The room's sans-IO core and its data model.
     ("svc-room/src/core.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
