@@ -647,20 +647,29 @@ impl LocalCore {
     /// (replaying what it wrote so far), else with a new one.
     fn answer_turn(&mut self, id: u64) {
         let draft = self.adopted.take_if(|draft| draft.transcription == id);
-        let Some(Draft { generation: Some(generation), held, .. }) = draft else {
-            if let Some(draft) = draft {
-                self.discard(draft);
+        // A reply begun after the draft's (a `send-text` during the silence) would be cancelled
+        // by id, and the shell cancels every generation up to an id: the draft cannot survive
+        // that, so the turn gets a fresh reply.
+        let current = self.response.as_ref().and_then(|response| response.generation);
+        match draft {
+            Some(Draft { generation: Some(generation), held, .. })
+                if current.is_none_or(|current| current < generation) =>
+            {
+                self.cancel_response();
+                self.replies += 1;
+                self.response = Some(Response::new(Some(generation), String::new()));
+                self.last = None;
+                self.events.push_back(ProviderEvent::ResponseStarted);
+                for outcome in held {
+                    self.handle_outcome(outcome);
+                }
             }
-            self.reply();
-            return;
-        };
-        self.cancel_response();
-        self.replies += 1;
-        self.response = Some(Response::new(Some(generation), String::new()));
-        self.last = None;
-        self.events.push_back(ProviderEvent::ResponseStarted);
-        for outcome in held {
-            self.handle_outcome(outcome);
+            other => {
+                if let Some(draft) = other {
+                    self.discard(draft);
+                }
+                self.reply();
+            }
         }
     }
 

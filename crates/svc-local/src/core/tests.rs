@@ -501,3 +501,24 @@ fn a_failed_draft_transcription_is_not_retried_every_frame_and_the_turn_is_trans
     core.handle_outcome(Outcome::Transcribed { id: again, result: Ok("Tell me a joke.".to_owned()) });
     generate_id(&jobs(&mut core));
 }
+
+#[test]
+fn a_text_sent_during_the_silence_is_answered_and_the_turn_gets_a_fresh_reply() {
+    let mut core = started(preempting());
+    voice_into(&mut core, "Tell me a joke.");
+    jobs(&mut core);
+    let (sent, _) = silence_until_job(&mut core, 500);
+    let draft = final_transcription(&sent);
+    core.handle_outcome(Outcome::Transcribed { id: draft, result: Ok("Tell me a joke.".to_owned()) });
+    let drafted = generate_id(&jobs(&mut core));
+    // The shell cancels generations by "every id up to": the reply to the text is newer than
+    // the draft's, so cancelling it would take the draft along.
+    core.handle_input(ProviderInput::Text("Hello?".to_owned()));
+    let texted = generate_id(&jobs(&mut core));
+    assert!(texted > drafted);
+    silence_into(&mut core, 600);
+    let sent = jobs(&mut core);
+    assert!(sent.contains(&Job::Cancel { id: texted }), "{sent:?}");
+    let fresh = generate_id(&sent);
+    assert!(fresh > texted, "the turn is answered by a new generation: {sent:?}");
+}
