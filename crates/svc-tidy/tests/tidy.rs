@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("svc-provider", 2),
     ("svc-room", 2),
     ("svc-local", 3),
+    ("svc-phone", 3),
     ("svc-session", 4),
     ("svc-server", 5),
     ("svc-bench", 6),
@@ -50,6 +51,7 @@ const SHIPPED: &[&str] = &[
     "svc-llm",
     "svc-sip",
     "svc-rtp",
+    "svc-phone",
     "svc-local",
     "svc-session",
     "svc-server",
@@ -113,6 +115,9 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-local/src/sentences.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     // The SIP user agent is sans-IO; its shell owns the socket, the clock and the task.
     ("svc-sip/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &["svc-sip/src/shell.rs"]),
+    // The phone bridge's mix and attribute vocabulary are sans-IO; its service and call tasks are not.
+    ("svc-phone/src/mixer.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    ("svc-phone/src/attributes.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     // The session as a state machine.
     ("svc-session/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
 ];

@@ -1,0 +1,180 @@
+//! End to end against a real phone: baresip (see `baresip/mod.rs`) answers a call placed by
+//! `PhoneService`, which joins it to an embedded room where an in-process "agent" talks and
+//! listens. Ignored by default: it needs `apt-get install -y baresip`. Run with
+//! `cargo test -p svc-phone --test dial -- --ignored`.
+
+mod baresip;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use baresip::Baresip;
+use svc_audio::analysis::{best_correlation, speech_like_signal};
+use svc_phone::{DialProgress, DialRequest, EndedBy, PhoneConfig, PhoneService};
+use svc_room::{
+    LocalJoinOptions, ParticipantKind, RemoteAudioDecoder, RoomCredentials, RoomEvent, RoomServer, RoomServerConfig,
+};
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+
+const RATE: usize = 48_000;
+
+/// What the agent saw of the SIP participant.
+#[derive(Default, Debug)]
+struct AgentView {
+    heard: Vec<i16>,
+    statuses: Vec<String>,
+    kind: Option<ParticipantKind>,
+    attributes: BTreeMap<String, String>,
+    left: bool,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs baresip (apt-get install -y baresip)"]
+async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
+    // The phone says A (3 s, after 1 s of silence) and then stays silent for 6 s while it
+    // listens; its file then runs out and baresip hangs up.
+    let whole = speech_like_signal(8 * RATE);
+    let phone_says: Vec<i16> = whole[5 * RATE..8 * RATE].to_vec();
+    let agent_says: Vec<i16> = whole[..3 * RATE].to_vec();
+    let mut file = vec![0i16; RATE];
+    file.extend_from_slice(&phone_says);
+    file.extend(std::iter::repeat_n(0, 6 * RATE));
+    let peer = Baresip::start("+15550199", &file).expect("baresip is installed (apt-get install -y baresip)");
+
+    let room_config = RoomServerConfig {
+        udp_port: 0,
+        node_ips: vec!["127.0.0.1".parse().expect("ip")],
+        empty_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let room = RoomServer::start(room_config, RoomCredentials::new("key", "secret-secret-secret-secret-secret"))
+        .await
+        .expect("room server");
+    let agent_options = LocalJoinOptions {
+        identity: "agent".into(),
+        name: "agent".into(),
+        kind: ParticipantKind::Agent,
+        metadata: String::new(),
+        attributes: BTreeMap::new(),
+    };
+    let mut agent = room.join_local("session-room", agent_options).await.expect("agent joins");
+    let voice = agent.publish_audio("agent-voice").await.expect("agent publishes");
+
+    let shutdown = CancellationToken::new();
+    let mut config = PhoneConfig::new(format!("sip:{}", peer.addr), "+15550100", "127.0.0.1:0".parse().expect("addr"));
+    config.rtp_ports = 31_000..=31_099;
+    config.ring_timeout = Duration::from_secs(10);
+    let phone = PhoneService::start(config, room.clone(), shutdown.clone()).await.expect("phone service");
+
+    // The agent listens to the SIP participant until it leaves.
+    let identity = svc_phone::participant_identity("dial-1");
+    let listener = {
+        let identity = identity.clone();
+        tokio::spawn(async move {
+            let mut view = AgentView::default();
+            let mut decoder = RemoteAudioDecoder::new().expect("decoder");
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+            while let Ok(Some(event)) = tokio::time::timeout_at(deadline, agent.next_event()).await {
+                match event {
+                    RoomEvent::ParticipantJoined(p) | RoomEvent::ParticipantUpdated { participant: p, .. }
+                        if p.identity == identity =>
+                    {
+                        view.kind = Some(p.kind);
+                        if let Some(status) = p.attributes.get("sip.callStatus")
+                            && view.statuses.last() != Some(status)
+                        {
+                            view.statuses.push(status.clone());
+                        }
+                        view.attributes = p.attributes.clone();
+                    }
+                    RoomEvent::AudioFrame(frame) if *frame.participant_identity == *identity => {
+                        decoder.decode(&frame, &mut view.heard).expect("decodes");
+                    }
+                    RoomEvent::ParticipantLeft { identity: who, .. } if who == identity => {
+                        view.left = true;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            view
+        })
+    };
+
+    let request = DialRequest {
+        room_name: "session-room".into(),
+        session_id: "sess-1".into(),
+        dial_id: "dial-1".into(),
+        phone_number: peer.number.clone(),
+        caller_number: None,
+    };
+    let mut call = phone.dial(request).await.expect("dial");
+    assert_eq!(call.identity, "sip-dial-1");
+    let mut progress = Vec::new();
+    loop {
+        let event = timeout(Duration::from_secs(10), call.progress.recv()).await;
+        let event = event.unwrap_or_else(|_| panic!("no answer; so far {progress:?}\n{}", peer.log())).expect("event");
+        match event {
+            DialProgress::Answered => break,
+            DialProgress::Failed { .. } => panic!("failed: {event:?}\n{}", peer.log()),
+            other => progress.push(other),
+        }
+    }
+
+    // The agent talks right away, paced by the room.
+    for chunk in agent_says.chunks(RATE / 5) {
+        voice.push_pcm(chunk.to_vec()).await.expect("queued");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+
+    // baresip's file runs out about 10 s after the answer and it hangs up.
+    let ended = loop {
+        match timeout(Duration::from_secs(20), call.progress.recv()).await {
+            Ok(Some(DialProgress::Ended { by, reason, answered_for })) => break Some((by, reason, answered_for)),
+            Ok(Some(other)) => progress.push(other),
+            Ok(None) => break None,
+            Err(_) => {
+                // The phone did not hang up: do it from our side so the rest still runs.
+                call.hangup();
+                eprintln!("baresip did not hang up; hanging up from svc\n{}", peer.log());
+            }
+        }
+    };
+    let (by, reason, answered_for) = ended.expect("an Ended event");
+    let sip_call_id = call.call_id.0.clone();
+    let view = timeout(Duration::from_secs(10), listener).await.expect("the participant leaves").expect("listener");
+    call.finished().await;
+
+    eprintln!("ended by {by:?} ({reason}) after {answered_for:?}; statuses {:?}", view.statuses);
+    assert_eq!(by, EndedBy::Phone, "{}", peer.log());
+    assert_eq!(reason, "hangup");
+    assert!(answered_for > Duration::from_secs(8) && answered_for < Duration::from_secs(20), "{answered_for:?}");
+    assert!(view.left, "the SIP participant left the room");
+    assert_eq!(view.kind, Some(ParticipantKind::Sip));
+    assert_eq!(view.statuses.first().map(String::as_str), Some("dialing"));
+    assert!(view.statuses.contains(&"active".to_owned()), "{:?}", view.statuses);
+    assert_eq!(view.statuses.last().map(String::as_str), Some("hangup"), "{:?}", view.statuses);
+    assert_eq!(view.attributes.get("sip.phoneNumber").map(String::as_str), Some("+15550199"));
+    assert_eq!(view.attributes.get("sip.trunkPhoneNumber").map(String::as_str), Some("+15550100"));
+    assert_eq!(view.attributes.get("sip.callID").map(String::as_str), Some("dial-1"));
+    assert_eq!(view.attributes.get("sip.callIDFull").map(String::as_str), Some(sip_call_id.as_str()));
+
+    // Phone → agent.
+    let to_agent = best_correlation(&phone_says, &view.heard, view.heard.len());
+    eprintln!("phone → agent: {to_agent:?} over {} samples heard", view.heard.len());
+    assert!(to_agent.coefficient >= 0.8, "{to_agent:?}");
+    assert!(to_agent.overlap_samples >= phone_says.len() * 9 / 10, "{to_agent:?}");
+
+    // Agent → phone (baresip's recording is complete once its call has ended).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let heard = peer.heard();
+    let to_phone = best_correlation(&agent_says, &heard, heard.len());
+    eprintln!("agent → phone: {to_phone:?} over {} samples heard", heard.len());
+    assert!(to_phone.coefficient >= 0.8, "{to_phone:?}\n{}", peer.log());
+    assert!(to_phone.overlap_samples >= agent_says.len() * 9 / 10, "{to_phone:?}");
+
+    shutdown.cancel();
+    timeout(Duration::from_secs(10), phone.closed()).await.expect("the service stops");
+    room.shutdown().await;
+}
