@@ -31,6 +31,10 @@ const HANGUP_WAIT: Duration = Duration::from_secs(35);
 const SHUTDOWN_HANGUP_WAIT: Duration = Duration::from_secs(4);
 /// How long a final progress event waits for the caller to make room.
 const FINAL_PROGRESS_WAIT: Duration = Duration::from_secs(1);
+/// After an RTCP BYE, how long the phone's SIP BYE has to arrive before we send ours (phones
+/// send RTCP BYE first as they tear the call down; answering it at once with our own BYE would
+/// cross theirs).
+const RTCP_BYE_GRACE: Duration = Duration::from_secs(2);
 /// Largest datagram read (RTP of G.711 at 20 ms is 172 bytes; RTCP compounds are small).
 const DATAGRAM: usize = 2048;
 
@@ -68,6 +72,8 @@ struct Call {
     /// Set when we asked SIP to hang up: who caused it, why, and until when we wait.
     hanging_up: Option<(EndedBy, &'static str, Instant)>,
     ringing_reported: bool,
+    /// When an RTCP BYE ends the call unless SIP does first.
+    rtcp_bye_deadline: Option<Instant>,
     room_open: bool,
     mixer: Mixer,
     decoders: HashMap<String, (String, RemoteAudioDecoder)>,
@@ -81,6 +87,7 @@ pub(crate) async fn run(cx: CallContext) {
         answered_at: None,
         hanging_up: None,
         ringing_reported: false,
+        rtcp_bye_deadline: None,
         room_open: true,
         mixer: Mixer::new(),
         decoders: HashMap::new(),
@@ -102,6 +109,7 @@ impl Call {
             let hangup_deadline = self.hanging_up.map(|(_, _, until)| until);
             let active = self.media.is_some();
             let hanging_up = self.hanging_up.is_some();
+            let rtcp_bye = self.rtcp_bye_deadline.filter(|_| !hanging_up);
             tokio::select! {
                 () = self.cx.hangup.cancelled(), if !hanging_up => self.hang_up(EndedBy::Svc, "hangup").await,
                 () = self.cx.shutdown.cancelled(), if !hanging_up => self.hang_up(EndedBy::Svc, "shutdown").await,
@@ -137,6 +145,9 @@ impl Call {
                     if let Some(media) = self.media.as_mut() {
                         media.session.handle_timeout(std::time::Instant::now());
                     }
+                }
+                () = tokio::time::sleep_until(rtcp_bye.unwrap_or(far)), if rtcp_bye.is_some() => {
+                    self.hang_up(EndedBy::Phone, "rtcp_bye").await;
                 }
                 () = tokio::time::sleep_until(hangup_deadline.unwrap_or(far)), if hangup_deadline.is_some() => {
                     tracing::warn!("the hangup was not confirmed in time; ending the call");
@@ -237,8 +248,12 @@ impl Call {
             return Err("the answer has no media address");
         }
         let since_epoch = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-        let mut config =
-            SessionConfig::new(codec, SocketAddr::new(remote.address, remote.port), rand::random(), NtpTime::from_unix(since_epoch));
+        let mut config = SessionConfig::new(
+            codec,
+            SocketAddr::new(remote.address, remote.port),
+            rand::random(),
+            NtpTime::from_unix(since_epoch),
+        );
         config.telephone_event_pt = remote.telephone_event;
         config.media_timeout = self.cx.media_timeout;
         let session = RtpSession::new(config, std::time::Instant::now());
@@ -296,8 +311,12 @@ impl Call {
                 self.mixer.remove(&track_sid);
             }
             RoomEvent::ParticipantLeft { identity, .. } => {
-                let gone: Vec<String> =
-                    self.decoders.iter().filter(|(_, (owner, _))| *owner == identity).map(|(track, _)| track.clone()).collect();
+                let gone: Vec<String> = self
+                    .decoders
+                    .iter()
+                    .filter(|(_, (owner, _))| *owner == identity)
+                    .map(|(track, _)| track.clone())
+                    .collect();
                 for track in gone {
                     self.decoders.remove(&track);
                     self.mixer.remove(&track);
@@ -331,11 +350,12 @@ impl Call {
             }
         }
         let mut ended = None;
+        let mut rtcp_bye = false;
         let mut digits = Vec::new();
         while let Some(event) = media.session.poll_event() {
             match event {
                 MediaEvent::Dtmf(dtmf) => digits.push(dtmf.digit),
-                MediaEvent::RemoteBye { .. } => ended = Some("rtcp_bye"),
+                MediaEvent::RemoteBye { .. } => rtcp_bye = true,
                 MediaEvent::MediaTimeout { silent_for } => {
                     tracing::info!(?silent_for, "no RTP from the phone");
                     ended = Some("media_timeout");
@@ -352,6 +372,9 @@ impl Call {
         }
         for digit in digits {
             self.report(DialProgress::Dtmf { digit });
+        }
+        if rtcp_bye && self.rtcp_bye_deadline.is_none() {
+            self.rtcp_bye_deadline = Some(Instant::now() + RTCP_BYE_GRACE);
         }
         if let Some(reason) = ended {
             self.hang_up(EndedBy::Phone, reason).await;

@@ -396,7 +396,8 @@ impl PhoneService {
             shutdown: inner.shutdown.clone(),
             media_timeout: inner.config.media_timeout,
         };
-        let span = tracing::info_span!("phone_call", call = %call_id, dial = %request.dial_id, session = %request.session_id);
+        let span =
+            tracing::info_span!("phone_call", call = %call_id, dial = %request.dial_id, session = %request.session_id);
         let task = inner.calls.spawn(
             async move {
                 call::run(context).await;
@@ -408,30 +409,29 @@ impl PhoneService {
     }
 
     /// An even RTP port and the next one for RTCP, from the range, starting after the last
-    /// port handed out (so a just-closed pair is not reused at once).
+    /// pair handed out (so a just-closed pair is not reused at once).
     async fn bind_rtp(&self) -> Result<(UdpSocket, UdpSocket), PhoneError> {
-        let range = &self.inner.config.rtp_ports;
-        let (first, last) = (u32::from(*range.start()), u32::from(*range.end()));
-        if last < first + 1 {
-            return Err(PhoneError::NoRtpPort);
-        }
-        let pairs = ((last - first + 1) / 2) as usize;
-        for _ in 0..pairs.min(MAX_PORT_ATTEMPTS) {
-            let candidate = u32::from(self.inner.next_port.load(Ordering::Relaxed));
-            let mut port = if candidate < first || candidate + 1 > last { first } else { candidate };
-            port += port % 2;
-            if port + 1 > last {
-                port = first + first % 2;
-            }
-            let next = if port + 3 > last { first } else { port + 2 };
-            self.inner.next_port.store(next as u16, Ordering::Relaxed);
-            let ip = self.inner.config.rtp_bind_ip;
-            let Ok(rtp) = UdpSocket::bind((ip, port as u16)).await else { continue };
-            let Ok(rtcp) = UdpSocket::bind((ip, (port + 1) as u16)).await else { continue };
+        let ip = self.inner.config.rtp_bind_ip;
+        let start = self.inner.next_port.load(Ordering::Relaxed);
+        for port in port_pairs(&self.inner.config.rtp_ports, start).take(MAX_PORT_ATTEMPTS) {
+            let Ok(rtp) = UdpSocket::bind((ip, port)).await else { continue };
+            let Ok(rtcp) = UdpSocket::bind((ip, port + 1)).await else { continue };
+            self.inner.next_port.store(port.saturating_add(2), Ordering::Relaxed);
             return Ok((rtp, rtcp));
         }
         Err(PhoneError::NoRtpPort)
     }
+}
+
+/// The RTP ports of `range` (even, with the next port also in the range, for RTCP), each once,
+/// beginning at the first at or after `start` and wrapping around.
+fn port_pairs(range: &RangeInclusive<u16>, start: u16) -> impl Iterator<Item = u16> {
+    let first = range.start().saturating_add(range.start() % 2);
+    let last = range.end().saturating_sub(1);
+    let evens: Vec<u16> = if first <= last { (first..=last).step_by(2).collect() } else { Vec::new() };
+    let begin = evens.iter().position(|&port| port >= start).unwrap_or(0);
+    let (before, after) = evens.split_at(begin);
+    after.iter().chain(before).copied().collect::<Vec<u16>>().into_iter()
 }
 
 /// Frees the dial's slot when the dial fails or its call task ends.
@@ -473,4 +473,21 @@ async fn dispatch(mut events: mpsc::Receiver<CallEvent>, router: Arc<Mutex<Route
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_pairs_are_even_inside_the_range_and_wrap() {
+        let pairs: Vec<u16> = port_pairs(&(31_001..=31_010), 31_007).collect();
+        assert_eq!(pairs, [31_008, 31_002, 31_004, 31_006]);
+        let pairs: Vec<u16> = port_pairs(&(40_000..=40_005), 0).collect();
+        assert_eq!(pairs, [40_000, 40_002, 40_004]);
+        assert_eq!(port_pairs(&(40_001..=40_002), 0).count(), 0);
+        assert_eq!(port_pairs(&(65_534..=65_535), 65_535).collect::<Vec<_>>(), [65_534]);
+        let (low, high) = (5, 1);
+        assert_eq!(port_pairs(&(low..=high), 0).count(), 0);
+    }
 }

@@ -6,10 +6,14 @@
 //!   whose rate and channels match `ausrc_srate`/`ausrc_channels` (48000, 2 here: the file is
 //!   written so). When the file runs out, aufile reports "end of file" to baresip's audio error
 //!   handler, which closes the call: baresip sends BYE. That is the test's phone-side hangup.
-//! - `audio_player aufile,DIR/heard.wav`: what it hears, 48 kHz stereo; the WAV header's sizes
-//!   are written when the call's audio stops, so read it after the call has ended.
-//! - modules `g711` (PCMU/PCMA), `aufile`, `account` (reads `accounts`), `menu` (carries out
-//!   `answermode=auto`); `sip_listen`/`net_interface` on 127.0.0.1; an `rtp_ports` range.
+//! - What it hears: baresip 1.0's aufile has no player (that came later; `audio_player aufile,…`
+//!   only keeps it off the sound devices, and its playback fails harmlessly). The `sndfile`
+//!   audio filter records instead: with `snd_path DIR` it writes every call's decoded audio to
+//!   `DIR/dump-<peer>-dec.wav` (and what it sends to `…-enc.wav`) at the codec's rate (8 kHz
+//!   mono for G.711), finalised when the call ends.
+//! - modules `g711` (PCMU/PCMA), `aufile`, `sndfile`, `account` (reads `accounts`), `menu`
+//!   (carries out `answermode=auto`); `sip_listen`/`net_interface` on 127.0.0.1; an
+//!   `rtp_ports` range.
 //!
 //! Run as `baresip -f DIR` with stdin closed; killed (by its pid) when dropped.
 #![allow(dead_code)]
@@ -38,6 +42,8 @@ pub fn config_file(port: u16, say: &std::path::Path, heard: &std::path::Path) ->
          module_path\t\t/usr/lib/baresip/modules\n\
          module\t\t\tg711.so\n\
          module\t\t\taufile.so\n\
+         module\t\t\tsndfile.so\n\
+         snd_path\t\t{}\n\
          module\t\t\taccount.so\n\
          module\t\t\tmenu.so\n\
          audio_source\t\taufile,{}\n\
@@ -48,6 +54,7 @@ pub fn config_file(port: u16, say: &std::path::Path, heard: &std::path::Path) ->
          audio_player\t\taufile,{}\n\
          audio_alert\t\taufile,{}\n\
          rtp_ports\t\t{base}-{}\n",
+        heard.parent().unwrap_or(heard).display(),
         say.display(),
         heard.display(),
         heard.with_extension("alert.wav").display(),
@@ -94,13 +101,19 @@ impl Baresip {
         std::fs::read_to_string(self.dir.join("baresip.log")).unwrap_or_default()
     }
 
-    /// What it heard, mono 48 kHz: the `data` chunk of `heard.wav` (read leniently, in case
-    /// the header's sizes were never finalised), left channel.
-    pub fn heard(&self) -> Vec<i16> {
-        let bytes = std::fs::read(self.dir.join("heard.wav")).unwrap_or_default();
-        let Some(at) = bytes.windows(4).position(|w| w == b"data") else { return Vec::new() };
-        let body = bytes.get(at + 8..).unwrap_or_default();
-        body.chunks_exact(4).map(|frame| i16::from_le_bytes([frame[0], frame[1]])).collect()
+    /// What it heard: `(sample rate, mono samples)` of the `sndfile` dump of the decoded
+    /// stream; empty when there is none (yet: it is complete once the call has ended).
+    pub fn heard(&self) -> (u32, Vec<i16>) {
+        let dump = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|path| path.to_string_lossy().ends_with("-dec.wav"));
+        match dump.map(svc_audio::wav::read_wav_file) {
+            Some(Ok(wav)) => (wav.sample_rate, wav.to_mono()),
+            _ => (0, Vec::new()),
+        }
     }
 }
 
