@@ -225,9 +225,11 @@ impl Call {
                 self.report(DialProgress::Dtmf { digit });
                 None
             }
+            // A hangup of ours before the answer is SIP's `canceled`; other local causes
+            // (shutdown, the room closing) say what they were.
             CallEventKind::Failed { status, reason, .. } => Some(match self.hanging_up {
-                Some((_, why, _)) => Outcome::Failed { reason: why.to_owned(), status },
-                None => Outcome::Failed { reason: reason.as_str().to_owned(), status },
+                Some((_, why, _)) if why != "hangup" => Outcome::Failed { reason: why.to_owned(), status },
+                _ => Outcome::Failed { reason: reason.as_str().to_owned(), status },
             }),
             CallEventKind::Ended { by, reason } => Some(match self.hanging_up {
                 Some((by, why, _)) => Outcome::Ended { by, reason: why.to_owned() },
