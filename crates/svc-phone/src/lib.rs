@@ -36,7 +36,7 @@ mod call;
 pub mod mixer;
 pub mod router;
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -171,6 +171,9 @@ pub enum PhoneError {
     /// `max_calls` reached (here or in the SIP user agent).
     #[error("too many calls in progress")]
     AtCapacity,
+    /// A call with this dial id is already in progress.
+    #[error("dial {0:?} is already in progress")]
+    DuplicateDial(String),
     /// The number is not E.164.
     #[error("not an E.164 number: {0:?}")]
     InvalidNumber(String),
@@ -232,7 +235,8 @@ struct Inner {
     calls: TaskTracker,
     shutdown: CancellationToken,
     next_port: AtomicU16,
-    active: Mutex<HashMap<String, ()>>,
+    active: Mutex<HashSet<String>>,
+    sip_addr: SocketAddr,
 }
 
 /// The phone dial-out service; cheap to clone.
@@ -249,8 +253,10 @@ impl std::fmt::Debug for PhoneService {
 }
 
 impl PhoneService {
-    /// Resolves the trunk, binds the SIP socket and starts the shell and the dispatcher. Every
-    /// task stops when `shutdown` is cancelled, after hanging its call up.
+    /// Resolves the trunk, binds the SIP socket and starts the shell and the dispatcher. The
+    /// service runs until `shutdown` is cancelled (dropping every clone does not stop it): then
+    /// every call hangs up and leaves its room, and the SIP shell stops; [`PhoneService::closed`]
+    /// waits for that.
     pub async fn start(
         config: PhoneConfig,
         room: RoomServer,
@@ -280,7 +286,8 @@ impl PhoneService {
             router: router.clone(),
             calls: TaskTracker::new(),
             shutdown: shutdown.clone(),
-            active: Mutex::new(HashMap::new()),
+            active: Mutex::new(HashSet::new()),
+            sip_addr: sip.local_addr,
         });
         let dispatcher = tokio::spawn(dispatch(sip.events, router, sip.client));
         let supervisor = {
@@ -306,9 +313,14 @@ impl PhoneService {
         Ok(PhoneService { inner, done: Arc::new(Mutex::new(Some(supervisor))) })
     }
 
-    /// The SIP address bound (its port, when `sip_bind` asked for any).
+    /// The configuration it runs with.
     pub fn config(&self) -> &PhoneConfig {
         &self.inner.config
+    }
+
+    /// Where the SIP socket is bound (the port, when `sip_bind` asked for any).
+    pub fn sip_addr(&self) -> SocketAddr {
+        self.inner.sip_addr
     }
 
     /// Calls in progress.
@@ -338,8 +350,8 @@ impl PhoneService {
             if active.len() >= inner.config.max_calls {
                 return Err(PhoneError::AtCapacity);
             }
-            if active.insert(request.dial_id.clone(), ()).is_some() {
-                return Err(PhoneError::AtCapacity);
+            if !active.insert(request.dial_id.clone()) {
+                return Err(PhoneError::DuplicateDial(request.dial_id));
             }
         }
         let guard = ActiveGuard { inner: self.inner.clone(), dial_id: request.dial_id.clone() };

@@ -22,6 +22,9 @@ use tokio::sync::mpsc;
 pub const CALL_QUEUE: usize = 64;
 /// Calls whose events may wait for their registration.
 pub const MAX_UNCLAIMED_CALLS: usize = 64;
+/// Ended calls remembered, so that their last events (`Closed` comes after the call task has
+/// finished) are dropped instead of waiting as unclaimed.
+pub const MAX_RETIRED_CALLS: usize = 256;
 /// Events kept per unclaimed call (a dial's early events are `Dialing`, `Trying`, maybe a
 /// quick `Failed` and `Closed`).
 pub const MAX_UNCLAIMED_EVENTS: usize = 16;
@@ -47,6 +50,8 @@ pub struct Router {
     unclaimed: HashMap<CallId, VecDeque<CallEvent>>,
     /// Unclaimed calls in arrival order, to evict the oldest.
     unclaimed_order: VecDeque<CallId>,
+    /// Recently unregistered calls, oldest first.
+    retired: VecDeque<CallId>,
 }
 
 impl Router {
@@ -71,11 +76,17 @@ impl Router {
         fits
     }
 
-    /// Forgets `call` (its task has ended).
+    /// Forgets `call` (its task has ended); its later events are dropped.
     pub fn unregister(&mut self, call: &CallId) {
         self.calls.remove(call);
         if self.unclaimed.remove(call).is_some() {
             self.unclaimed_order.retain(|id| id != call);
+        }
+        if !self.retired.contains(call) {
+            if self.retired.len() >= MAX_RETIRED_CALLS {
+                self.retired.pop_front();
+            }
+            self.retired.push_back(call.clone());
         }
     }
 
@@ -111,6 +122,9 @@ impl Router {
                     Routed::Dropped
                 }
             };
+        }
+        if self.retired.contains(&event.call) {
+            return Routed::Dropped;
         }
         self.hold(event)
     }
@@ -206,6 +220,22 @@ mod tests {
         assert!(!router.unclaimed.contains_key(&CallId("stray-0".into())));
         router.unregister(&CallId("busy".into()));
         assert!(!router.unclaimed.contains_key(&CallId("busy".into())));
+    }
+
+    #[test]
+    fn events_after_unregistering_are_dropped_and_the_memory_is_bounded() {
+        let mut router = Router::new();
+        let (tx, _rx) = mpsc::channel(CALL_QUEUE);
+        router.register(CallId("a".into()), tx);
+        router.unregister(&CallId("a".into()));
+        assert_eq!(router.route(event("a", CallEventKind::Closed)), Routed::Dropped);
+        assert!(router.unclaimed.is_empty());
+        for n in 0..MAX_RETIRED_CALLS * 2 {
+            router.unregister(&CallId(format!("old-{n}")));
+        }
+        assert_eq!(router.retired.len(), MAX_RETIRED_CALLS);
+        // "a" has been forgotten: its events would wait again (bounded) as unclaimed.
+        assert_eq!(router.route(event("a", CallEventKind::Closed)), Routed::Held);
     }
 
     #[test]

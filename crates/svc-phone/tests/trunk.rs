@@ -117,7 +117,9 @@ async fn a_busy_phone_fails_the_dial_and_the_participant_leaves() {
     let mut s = setup(32_000..=32_019, Duration::from_secs(30)).await;
     let mut call = s.phone.dial(request("busy")).await.expect("dial");
     assert_eq!(s.phone.active_calls(), 1);
+    assert!(matches!(s.phone.dial(request("busy")).await, Err(svc_phone::PhoneError::DuplicateDial(_))));
     let (invite, ua) = receive_request(&s.trunk, Method::Invite).await;
+    assert_eq!(ua, s.phone.sip_addr());
     send(&s.trunk, response(&invite, 100, None, vec![], None), ua).await;
     send(&s.trunk, response(&invite, 486, Some("b"), vec![], None), ua).await;
     assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "busy".into(), status: Some(486) });
