@@ -288,3 +288,49 @@ async fn shutdown_hangs_up_answered_calls() {
     assert!(matches!(s.phone.dial(request("late")).await, Err(svc_phone::PhoneError::ShuttingDown)));
     s.room.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_key_press_is_reported_and_hanging_up_an_answered_call_sends_bye() {
+    let s = setup(32_080..=32_099, Duration::from_secs(30)).await;
+    let mut call = s.phone.dial(request("keys")).await.expect("dial");
+    let (phone, ours, _invite, ua) = answer(&s.trunk).await;
+    assert_eq!(next_progress(&mut call).await, DialProgress::Answered);
+
+    // The phone presses 7 (RFC 4733, payload type 101 as its answer says).
+    let now = std::time::Instant::now();
+    let mut config = SessionConfig::new(G711::Pcmu, ours, 3, NtpTime::from_unix(Duration::from_secs(1_800_000_000)));
+    config.telephone_event_pt = Some(101);
+    let mut session = RtpSession::new(config, now);
+    session.send_dtmf(now, "7", 100).expect("telephone-event");
+    let digit = loop {
+        let now = std::time::Instant::now();
+        session.push_room_pcm(now, &[0; 960]);
+        if let Some(at) = session.poll_timeout()
+            && at <= now
+        {
+            session.handle_timeout(now);
+        }
+        while let Some(transmit) = session.poll_transmit() {
+            if transmit.kind == TransmitKind::Rtp {
+                phone.send_to(&transmit.bytes, transmit.destination).await.expect("send RTP");
+            }
+        }
+        if let Ok(Some(progress)) = timeout(Duration::from_millis(20), call.progress.recv()).await {
+            break progress;
+        }
+    };
+    assert_eq!(digit, DialProgress::Dtmf { digit: '7' });
+
+    call.hangup();
+    let (bye, from) = receive_request(&s.trunk, Method::Bye).await;
+    assert_eq!(from, ua);
+    send(&s.trunk, response(&bye, 200, None, vec![], None), ua).await;
+    let DialProgress::Ended { by, reason, answered_for } = next_progress(&mut call).await else { panic!("ended") };
+    assert_eq!((by, reason.as_str()), (EndedBy::Svc, "hangup"));
+    assert!(answered_for > Duration::ZERO && answered_for < WAIT, "{answered_for:?}");
+    call.finished().await;
+    assert_eq!(s.phone.active_calls(), 0);
+    s.shutdown.cancel();
+    timeout(WAIT, s.phone.closed()).await.expect("stops");
+    s.room.shutdown().await;
+}
