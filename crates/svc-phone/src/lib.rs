@@ -23,7 +23,12 @@
 //!   subscribed remote audio track → Opus decode → [`mixer`] → RTP. RTCP goes on the next port.
 //! - The phone hanging up (BYE, RTCP BYE or no RTP for the media timeout) or [`PhoneCall::hangup`]
 //!   ends the call: `sip.callStatus` becomes `hangup`, the participant leaves the room, and
-//!   [`DialProgress::Ended`] reports who ended it and the answered duration (for metering).
+//!   [`DialProgress::Ended`] reports who ended it and the answered duration (for metering). An
+//!   RTCP BYE gives the phone's SIP BYE 2 s to follow (phones send both as they hang up) before
+//!   we send ours.
+//!
+//! Tests: `tests/trunk.rs` against a scripted trunk and an RTP phone built on svc-rtp (runs
+//! everywhere); `tests/dial.rs` against baresip (`#[ignore]`, needs `apt-get install baresip`).
 //!
 //! Shutdown: cancelling the service's token hangs every call up (each task sends CANCEL/BYE
 //! and leaves the room), then stops the SIP shell (which gives its transactions a grace period).
@@ -194,7 +199,9 @@ pub enum PhoneError {
     ShuttingDown,
 }
 
-/// A call placed by [`PhoneService::dial`].
+/// A call placed by [`PhoneService::dial`]. Dropping it does not hang up: the call lives on
+/// (with its participant in the room) until either side hangs up, the room closes or the
+/// service shuts down; only the progress events are then lost.
 #[derive(Debug)]
 pub struct PhoneCall {
     /// The dial's id.
