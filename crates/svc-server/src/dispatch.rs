@@ -36,10 +36,23 @@ pub struct DispatchError(pub String);
 /// Boxed future of a dispatch.
 pub type DispatchFuture<'a> = Pin<Box<dyn Future<Output = Result<(), DispatchError>> + Send + 'a>>;
 
+/// Boxed future of an end request: `Ok(true)` once the session has ended here, `Ok(false)` when
+/// it does not run on this node.
+pub type EndFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, DispatchError>> + Send + 'a>>;
+
 /// Something that runs sessions.
 pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
     /// Takes a session; returns once the runtime has accepted it (not when it ends).
     fn dispatch(&self, request: DispatchRequest) -> DispatchFuture<'_>;
+
+    /// Ends a running session (`session-ended` with `reason`) and returns once its end is
+    /// stored; a session not running here is left alone. By default nothing runs here (test
+    /// doubles, [`NoRuntime`]).
+    fn end<'a>(&'a self, session_id: &'a str, reason: &'a str) -> EndFuture<'a> {
+        // Nothing runs here, so there is nothing to end.
+        let _ = (session_id, reason);
+        Box::pin(async { Ok(false) })
+    }
 }
 
 /// Runs sessions in this process with the session runtime.
@@ -55,6 +68,16 @@ impl SessionDispatcher for RuntimeDispatcher {
                 session: request.session,
             };
             self.0.start_session(request).await.map_err(|error| DispatchError(error.to_string()))
+        })
+    }
+
+    fn end<'a>(&'a self, session_id: &'a str, reason: &'a str) -> EndFuture<'a> {
+        Box::pin(async move {
+            match self.0.end_session(session_id, reason).await {
+                Ok(()) => Ok(true),
+                Err(svc_session::EndError::NotRunning) => Ok(false),
+                Err(error) => Err(DispatchError(error.to_string())),
+            }
         })
     }
 }
