@@ -45,6 +45,11 @@ pub const SUPPORT_MESSAGE_MAX_CHARS: usize = 20_000;
 /// Support request subject, in characters.
 pub const SUPPORT_SUBJECT_MAX_CHARS: usize = 200;
 
+/// `phone_number` and `caller_number` of a dial, in characters (E.164: `+` then 8 to 15 digits).
+pub const PHONE_NUMBER_MAX_CHARS: usize = 20;
+/// The pattern both numbers of a dial follow.
+pub const E164_PATTERN: &str = r"^\+[0-9]{8,15}$";
+
 /// Counts characters the way the spec counts them: Unicode scalar values, not bytes.
 pub fn char_len(text: &str) -> usize {
     text.chars().count()

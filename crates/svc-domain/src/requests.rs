@@ -1,15 +1,54 @@
-//! Parsed bodies of the control-plane routes: token mint, support requests, catalog agents.
+//! Parsed bodies of the control-plane routes: token mint, support requests, catalog agents, dial.
 
 use serde_json::Value;
 use svc_wire::ValidationIssue;
 use svc_wire::rest::AgentConfig;
 
 use crate::limits::{
-    AGENT_NAME_MAX_CHARS, EXTERNAL_USER_ID_MAX_CHARS, INSTRUCTIONS_MAX_CHARS, SUPPORT_MESSAGE_MAX_CHARS,
-    SUPPORT_SUBJECT_MAX_CHARS, TOKEN_TTL_DEFAULT_SECONDS, TOKEN_TTL_MAX_SECONDS, TOKEN_TTL_MIN_SECONDS,
+    AGENT_NAME_MAX_CHARS, EXTERNAL_USER_ID_MAX_CHARS, INSTRUCTIONS_MAX_CHARS, PHONE_NUMBER_MAX_CHARS,
+    SUPPORT_MESSAGE_MAX_CHARS, SUPPORT_SUBJECT_MAX_CHARS, TOKEN_TTL_DEFAULT_SECONDS, TOKEN_TTL_MAX_SECONDS,
+    TOKEN_TTL_MIN_SECONDS,
 };
 use crate::parse::{Fields, Issues, body, index, key};
+use crate::settings::is_e164;
 use crate::{Scope, ScopeSet};
+
+/// A valid `POST /realtime/session/{id}/dial` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DialParams {
+    /// The callee, E.164.
+    pub phone_number: String,
+    /// The caller id to present, E.164; `None` uses the trunk's default.
+    pub caller_number: Option<String>,
+}
+
+impl DialParams {
+    /// Parses the body, collecting every problem.
+    pub fn parse(value: &Value) -> Result<Self, Vec<ValidationIssue>> {
+        let mut issues = Issues::default();
+        let Some(mut fields) = Fields::of(value, &body(), &mut issues) else {
+            return Err(issues.into_vec());
+        };
+        let e164 = |fields: &Fields<'_>, name: &'static str, number: Option<&str>, issues: &mut Issues| {
+            let number = number?;
+            if is_e164(number) {
+                return Some(number.to_owned());
+            }
+            issues.push(
+                &fields.loc_of(name),
+                "string_pattern_mismatch",
+                "Input should be an E.164 number: a plus sign then 8 to 15 digits",
+            );
+            None
+        };
+        let phone_number = fields.required_string("phone_number", PHONE_NUMBER_MAX_CHARS, &mut issues);
+        let phone_number = e164(&fields, "phone_number", phone_number, &mut issues);
+        let caller_number = fields.optional_string("caller_number", PHONE_NUMBER_MAX_CHARS, &mut issues);
+        let caller_number = e164(&fields, "caller_number", caller_number, &mut issues);
+        fields.deny_unknown(&mut issues);
+        issues.finish(|| DialParams { phone_number: phone_number.unwrap_or_default(), caller_number })
+    }
+}
 
 /// A valid `POST /auth/token` request.
 #[derive(Debug, Clone, PartialEq)]
@@ -270,6 +309,27 @@ mod tests {
 
     fn kinds(issues: &[ValidationIssue]) -> Vec<&str> {
         issues.iter().map(|i| i.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn dial_numbers_are_e164_and_every_problem_is_reported() {
+        let params = DialParams::parse(&json!({"phone_number": "+14155550123"})).expect("valid");
+        assert_eq!(params, DialParams { phone_number: "+14155550123".into(), caller_number: None });
+        let params = DialParams::parse(&json!({"phone_number": "+442071838750", "caller_number": "+15550100000"}))
+            .expect("valid");
+        assert_eq!(params.caller_number.as_deref(), Some("+15550100000"));
+        assert!(DialParams::parse(&json!({"phone_number": "+14155550123", "caller_number": null})).is_ok());
+
+        let issues = DialParams::parse(&json!({"caller_number": "4155550123", "extra": 1})).expect_err("invalid");
+        assert_eq!(kinds(&issues), ["missing", "string_pattern_mismatch", "extra_forbidden"]);
+        for bad in ["+1234567", "+1234567890123456", "+1415555012a", "", "+14155550123000000000"] {
+            let issues = DialParams::parse(&json!({"phone_number": bad})).expect_err(bad);
+            assert_eq!(issues.len(), 1, "{bad}: {issues:?}");
+        }
+        assert_eq!(
+            kinds(&DialParams::parse(&json!({"phone_number": 14155550123_i64})).expect_err("number")),
+            ["string_type"]
+        );
     }
 
     #[test]

@@ -36,10 +36,65 @@ pub struct DispatchError(pub String);
 /// Boxed future of a dispatch.
 pub type DispatchFuture<'a> = Pin<Box<dyn Future<Output = Result<(), DispatchError>> + Send + 'a>>;
 
+/// Boxed future of an end request: `Ok(true)` once the session has ended here, `Ok(false)` when
+/// it does not run on this node.
+pub type EndFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, DispatchError>> + Send + 'a>>;
+
+/// A phone call to place into a running session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhoneDial {
+    /// The `dial_id` the route answers with.
+    pub dial_id: String,
+    /// The session.
+    pub session_id: String,
+    /// The callee, E.164.
+    pub phone_number: String,
+    /// The caller id, when one was asked for (else the trunk's default).
+    pub caller_number: Option<String>,
+}
+
+/// Why a dial was not placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DialRefusal {
+    /// This server has no phone trunk.
+    #[error("this server has no phone trunk configured")]
+    NoTrunk,
+    /// The session does not run here (ended, or never ran).
+    #[error("the session is not running")]
+    NotRunning,
+    /// The runtime could not take it.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Boxed future of a dial hand-off.
+pub type PhoneFuture<'a> = Pin<Box<dyn Future<Output = Result<(), DialRefusal>> + Send + 'a>>;
+
 /// Something that runs sessions.
 pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
     /// Takes a session; returns once the runtime has accepted it (not when it ends).
     fn dispatch(&self, request: DispatchRequest) -> DispatchFuture<'_>;
+
+    /// Ends a running session (`session-ended` with `reason`) and returns once its end is
+    /// stored; a session not running here is left alone. By default nothing runs here (test
+    /// doubles, [`NoRuntime`]).
+    fn end<'a>(&'a self, session_id: &'a str, reason: &'a str) -> EndFuture<'a> {
+        // Nothing runs here, so there is nothing to end.
+        let _ = (session_id, reason);
+        Box::pin(async { Ok(false) })
+    }
+
+    /// Whether dial-out can be placed at all (a phone trunk is configured).
+    fn phone_available(&self) -> bool {
+        false
+    }
+
+    /// Hands a dial to the session; returns once the call is placed (it rings asynchronously).
+    fn dial(&self, dial: PhoneDial) -> PhoneFuture<'_> {
+        // No phone here: `phone_available` said so first.
+        let _ = dial;
+        Box::pin(async { Err(DialRefusal::NoTrunk) })
+    }
 }
 
 /// Runs sessions in this process with the session runtime.
@@ -55,6 +110,16 @@ impl SessionDispatcher for RuntimeDispatcher {
                 session: request.session,
             };
             self.0.start_session(request).await.map_err(|error| DispatchError(error.to_string()))
+        })
+    }
+
+    fn end<'a>(&'a self, session_id: &'a str, reason: &'a str) -> EndFuture<'a> {
+        Box::pin(async move {
+            match self.0.end_session(session_id, reason).await {
+                Ok(()) => Ok(true),
+                Err(svc_session::EndError::NotRunning) => Ok(false),
+                Err(error) => Err(DispatchError(error.to_string())),
+            }
         })
     }
 }

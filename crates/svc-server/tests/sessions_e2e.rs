@@ -99,6 +99,8 @@ impl World {
             "realtime:read",
             "--scope",
             "realtime:logs",
+            "--scope",
+            "realtime:delete",
         ]);
         let server_env = vec![
             ("OPENAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
@@ -794,6 +796,39 @@ async fn a_resumed_session_remembers_the_conversation_and_never_greets_again() {
         .find(|e| e["type"] == "agent.joined")
         .expect("agent.joined");
     assert_eq!(joined["data"]["resumed_from"], json!(first_id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn deleting_a_live_session_ends_it_before_its_rows_go() {
+    let world = World::start("delete-live", Flavor::OpenAi, &[]).await;
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let (status, started) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 200, "{started}");
+    let id = started["session_id"].as_str().expect("id").to_owned();
+    assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "active");
+    // Let it run: heartbeat and timeline writes under way.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let (status, body) =
+        http(&world.server.listen, "DELETE", &format!("/api/v1/external/sessions/{id}"), &world.key, None);
+    assert_eq!(status, 204, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(world.get(&format!("/sessions/{id}")).0, 404);
+    // Whatever the session would still write has had time to fail.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let log = std::fs::read_to_string(world.dir.join("svc.log")).expect("svc log");
+    let lines: Vec<&str> = log.lines().filter(|line| line.contains(&id)).collect();
+    let ended = lines.iter().position(|line| line.contains("session ended") && line.contains("session_deleted"));
+    let deleted = lines.iter().position(|line| line.contains("deleted session"));
+    assert!(
+        matches!((ended, deleted), (Some(ended), Some(deleted)) if ended < deleted),
+        "the session ends (reason session_deleted) before its rows are deleted:\n{}",
+        lines.join("\n")
+    );
+    let failures: Vec<&&str> =
+        lines.iter().filter(|line| line.contains("failed") || line.contains("could not be stored")).collect();
+    assert!(failures.is_empty(), "nothing of the session is written after its deletion: {failures:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

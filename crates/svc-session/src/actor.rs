@@ -28,6 +28,16 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
 /// How long the adapter gets to answer open calls and close its socket after `Close`.
 const PROVIDER_CLOSE_GRACE: Duration = Duration::from_secs(2);
 
+/// What the rest of the server can ask of a running session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionCommand {
+    /// End the session now, saying `reason` in `session-ended`.
+    End {
+        /// The slug.
+        reason: String,
+    },
+}
+
 /// The recording of a session in progress.
 #[derive(Debug)]
 pub struct Recording {
@@ -55,6 +65,8 @@ pub struct SessionActor<R: AgentRoom> {
     pub recording: Option<Recording>,
     /// The server is shutting down.
     pub shutdown: CancellationToken,
+    /// Requests from the rest of the server (the runtime's registry hands out the sender).
+    pub commands: tokio::sync::mpsc::Receiver<SessionCommand>,
     /// `Instant` and epoch µs of the same moment (stored times).
     pub clock_origin: (Instant, i64),
 }
@@ -86,6 +98,7 @@ impl<R: AgentRoom> SessionActor<R> {
         let mut decoding: Option<Decoding> = None;
         let mut provider_open = true;
         let mut shutdown_seen = false;
+        let mut commands_open = true;
         let mut dropped_audio = 0u64;
         let finish = loop {
             if let Some(finish) = self.carry_outputs(&mut bound, &mut decoding, &mut dropped_audio).await {
@@ -105,6 +118,11 @@ impl<R: AgentRoom> SessionActor<R> {
                     shutdown_seen = true;
                     self.core.handle_shutdown(Instant::now());
                 }
+                command = self.commands.recv(), if commands_open => match command {
+                    Some(SessionCommand::End { reason }) => self.core.handle_end_request(Instant::now(), &reason),
+                    // The registry dropped its sender: nothing more will be asked.
+                    None => commands_open = false,
+                },
                 event = self.room.next_event() => self.on_room_event(event, bound.as_deref(), &mut decoding),
                 event = self.provider.events.recv(), if provider_open => {
                     let now = Instant::now();

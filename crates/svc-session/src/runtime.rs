@@ -3,10 +3,10 @@
 //! shutdown ends every session cleanly (`session-ended`, status and usage stored) before the
 //! rooms close.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use svc_audio::opus::OpusDecoder;
@@ -18,7 +18,7 @@ use svc_store::Store;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::actor::{Recording, SessionActor};
+use crate::actor::{Recording, SessionActor, SessionCommand};
 use crate::core::{AGENT_STATE_ATTRIBUTE, CoreConfig, SessionCore, Timing};
 use crate::input::InputAudio;
 use crate::persist::Persister;
@@ -28,6 +28,10 @@ use crate::room::EmbeddedRoom;
 /// A resumption handle younger than this resumes natively (Gemini keeps handles for two hours);
 /// an older one is not tried, and the new session is seeded with the transcript instead.
 pub const RESUMPTION_HANDLE_WARM_FOR: Duration = Duration::from_secs(2 * 3600);
+/// Requests waiting for one session's actor (it reads them between events).
+const COMMAND_QUEUE: usize = 8;
+/// How long [`Runtime::end_session`] waits for the session to store its end.
+pub const END_WAIT: Duration = Duration::from_secs(10);
 
 /// How the runtime runs sessions.
 #[derive(Debug, Clone)]
@@ -84,6 +88,26 @@ struct Inner {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     live: AtomicUsize,
+    /// The sessions running on this node, by id: how the rest of the server reaches one.
+    sessions: Mutex<HashMap<String, Running>>,
+}
+
+/// A running session as the registry knows it.
+struct Running {
+    commands: tokio::sync::mpsc::Sender<SessionCommand>,
+    /// Cancelled when the session's task has finished (its end stored, its room left).
+    finished: CancellationToken,
+}
+
+/// Why [`Runtime::end_session`] did not end a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EndError {
+    /// No session with that id runs on this node.
+    #[error("the session is not running on this node")]
+    NotRunning,
+    /// It did not finish within [`END_WAIT`].
+    #[error("the session did not end in time")]
+    TimedOut,
 }
 
 /// The session runtime. Cheap to clone.
@@ -110,6 +134,7 @@ impl Runtime {
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 live: AtomicUsize::new(0),
+                sessions: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -161,6 +186,8 @@ impl Runtime {
         );
         let recording =
             if session.store.audio { self.recording(&request.session_id, input_rate_hz, started) } else { None };
+        let (commands, command_rx) = tokio::sync::mpsc::channel(COMMAND_QUEUE);
+        let finished = CancellationToken::new();
         let actor = SessionActor {
             core,
             room,
@@ -169,16 +196,46 @@ impl Runtime {
             input: InputAudio::new(input_rate_hz, session.agent.audio.noise_cancellation),
             recording,
             shutdown: inner.shutdown.clone(),
+            commands: command_rx,
             clock_origin: (started, started_us),
         };
         inner.live.fetch_add(1, Ordering::Relaxed);
+        self.sessions().insert(request.session_id.clone(), Running { commands, finished: finished.clone() });
         let runtime = self.clone();
+        let session_id = request.session_id.clone();
         inner.tasks.spawn(async move {
             actor.run().await;
+            runtime.sessions().remove(&session_id);
             runtime.inner.live.fetch_sub(1, Ordering::Relaxed);
+            finished.cancel();
         });
         tracing::info!(session.id = %request.session_id, room = %request.room_name, "agent joined; session running");
         Ok(())
+    }
+
+    /// Whether session `session_id` runs on this node.
+    pub fn is_running(&self, session_id: &str) -> bool {
+        self.sessions().contains_key(session_id)
+    }
+
+    /// Ends session `session_id` (`session-ended` with `reason`, its end stored, the room left)
+    /// and returns once it has finished, within [`END_WAIT`].
+    pub async fn end_session(&self, session_id: &str, reason: &str) -> Result<(), EndError> {
+        let (commands, finished) = {
+            let sessions = self.sessions();
+            let running = sessions.get(session_id).ok_or(EndError::NotRunning)?;
+            (running.commands.clone(), running.finished.clone())
+        };
+        // A session that has just ended on its own has dropped its receiver: it is finishing
+        // anyway, and `finished` says when.
+        let _ = commands.send(SessionCommand::End { reason: reason.to_owned() }).await;
+        tokio::time::timeout(END_WAIT, finished.cancelled()).await.map_err(|_| EndError::TimedOut)
+    }
+
+    /// The registry. A poisoned lock still holds a consistent map (every change is one insert
+    /// or remove), so it is used as it is.
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.inner.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The adapter's setup, with the prior conversation when the session resumes one.

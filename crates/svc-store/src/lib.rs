@@ -14,6 +14,7 @@
 
 mod agents;
 mod credentials;
+mod dials;
 mod rooms;
 mod sessions;
 mod support;
@@ -29,6 +30,7 @@ use sqlx::{AnyPool, Executor, Row};
 
 pub use agents::StoredAgent;
 pub use credentials::{ApiKeyRecord, NewToken, TokenKind, TokenRecord, UserRecord};
+pub use dials::{DialOutcome, DialRecord, NewDial};
 pub use rooms::{RoomReservation, new_room_name};
 pub use sessions::{
     Admission, ArtifactRecord, NewSession, NewTimelineEvent, NewTurn, SessionFilter, SessionRow, StoredTurn,

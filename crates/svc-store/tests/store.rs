@@ -3,8 +3,8 @@
 use svc_domain::{Scope, ScopeSet, WorkspaceSettings};
 use svc_store::testing::TestDatabase;
 use svc_store::{
-    Admission, ApiKeyRecord, ArtifactRecord, Backend, NewSession, NewTimelineEvent, NewToken, NewTurn, SessionFilter,
-    Store, StoreError, TokenKind, UsageRecord,
+    Admission, ApiKeyRecord, ArtifactRecord, Backend, DialOutcome, NewDial, NewSession, NewTimelineEvent, NewToken,
+    NewTurn, SessionFilter, Store, StoreError, TokenKind, UsageRecord,
 };
 use svc_wire::rest::{AgentConfig, UsageTokens};
 
@@ -43,6 +43,7 @@ on_both_backends!(
     stale_sessions_are_reaped_and_heartbeats_keep_them_alive,
     a_restarted_node_ends_the_sessions_it_left_behind,
     resumption_handles_are_kept_with_their_time,
+    a_session_dials_once_and_its_minutes_outlive_its_history,
 );
 
 const T0: i64 = 1_750_000_000_000_000;
@@ -474,4 +475,47 @@ async fn postgres_over_tls() {
     let store = Store::connect(&format!("{}{separator}sslmode=require", db.url)).await.expect("TLS connection");
     store.ping().await.expect("ping over TLS");
     store.close().await;
+}
+
+async fn a_session_dials_once_and_its_minutes_outlive_its_history(store: Store) {
+    let (ws, project) = workspace(&store, "acme").await;
+    store.insert_session(&live_session("s-1", &ws, &project, T0)).await.expect("session");
+    let dial = |id: &'static str, created_us: i64| NewDial {
+        id,
+        workspace_id: ws.as_str(),
+        session_id: "s-1",
+        phone_number: "+14155550123",
+        caller_number: None,
+        created_us,
+    };
+    assert!(store.insert_dial(&dial("d-1", T0 + 1)).await.expect("first dial"));
+    assert!(!store.insert_dial(&dial("d-2", T0 + 2)).await.expect("second dial"), "one dial per session");
+    // Two racing dials: exactly one wins.
+    store.remove_unplaced_dial("d-1").await.expect("unplaced");
+    let (third, fourth) = (dial("d-3", T0 + 3), dial("d-4", T0 + 3));
+    let (a, b) = tokio::join!(store.insert_dial(&third), store.insert_dial(&fourth));
+    assert_eq!(u8::from(a.expect("a")) + u8::from(b.expect("b")), 1);
+    let placed = store.dial_of_session("s-1").await.expect("read").expect("a dial");
+    store
+        .finish_dial(
+            &placed.id,
+            &DialOutcome {
+                answered_us: Some(T0 + 10),
+                ended_us: T0 + 100_000_010,
+                outcome: "completed",
+                billed_seconds: 100,
+            },
+        )
+        .await
+        .expect("finish");
+    // A placed dial is not removed as unplaced.
+    store.remove_unplaced_dial(&placed.id).await.expect("no-op");
+    assert_eq!(store.dial_seconds_since(&ws, T0).await.expect("meter"), 100);
+    assert_eq!(store.dial_seconds_since(&ws, T0 + 4).await.expect("meter"), 0, "placed before the window");
+    // Deleting the session's history keeps the meter.
+    assert!(store.delete_session(&project, "s-1").await.expect("delete").is_some());
+    assert_eq!(store.dial_seconds_since(&ws, T0).await.expect("meter"), 100);
+    let kept = store.dial_of_session("s-1").await.expect("read").expect("kept");
+    assert_eq!(kept.outcome.as_deref(), Some("completed"));
+    assert_eq!(kept.answered_us, Some(T0 + 10));
 }

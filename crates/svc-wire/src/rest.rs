@@ -487,6 +487,27 @@ pub struct StartTimings {
     pub resolve_ms: f64,
 }
 
+/// `POST /realtime/session/{session_id}/dial` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DialRequest {
+    /// The number to call, E.164: a plus sign then 8 to 15 digits.
+    #[schema(max_length = 20, pattern = r"^\+[0-9]{8,15}$")]
+    pub phone_number: String,
+    /// The caller id to present: an ACTIVE number of the workspace's pool. Without it, the
+    /// trunk's default.
+    #[serde(default)]
+    #[schema(max_length = 20, pattern = r"^\+[0-9]{8,15}$")]
+    pub caller_number: Option<String>,
+}
+
+/// `POST /realtime/session/{session_id}/dial` answer: the call rings asynchronously.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DialAccepted {
+    /// Correlates the dial in logs, the timeline and the data channel's dial events (UUID).
+    pub dial_id: String,
+}
+
 /// `POST /realtime/session/start` response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct StartResponse {

@@ -138,6 +138,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/external/realtime/session/{session_id}/dial": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Places an outbound phone call into a live session; it rings asynchronously. */
+        post: operations["dial_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/external/realtime/verify": {
         parameters: {
             query?: never;
@@ -466,6 +483,21 @@ export interface components {
          * @enum {string}
          */
         CredentialKind: "api_key" | "user_token";
+        /** @description `POST /realtime/session/{session_id}/dial` answer: the call rings asynchronously. */
+        DialAccepted: {
+            /** @description Correlates the dial in logs, the timeline and the data channel's dial events (UUID). */
+            dial_id: string;
+        };
+        /** @description `POST /realtime/session/{session_id}/dial` body. */
+        DialRequest: {
+            /**
+             * @description The caller id to present: an ACTIVE number of the workspace's pool. Without it, the
+             *     trunk's default.
+             */
+            caller_number?: string | null;
+            /** @description The number to call, E.164: a plus sign then 8 to 15 digits. */
+            phone_number: string;
+        };
         /** @description The error object inside the envelope. */
         ErrorBody: Record<string, unknown> & {
             code?: null | components["schemas"]["ErrorCode"];
@@ -1734,6 +1766,103 @@ export interface operations {
                 };
             };
             /** @description Realtime backend, the provider's voice or the database unavailable (no code); retry with backoff */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    dial_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A live session of the caller's project */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DialRequest"];
+            };
+        };
+        responses: {
+            /** @description The call is placed and rings; its progress arrives on the session's data channel */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DialAccepted"];
+                };
+            };
+            /** @description `caller_number_not_available`: not an ACTIVE number of the workspace's pool */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthErrorBody"];
+                };
+            };
+            /** @description `dial_requires_api_key` (a minted token), missing realtime:dial, `phone_calls_disabled` (the workspace's setting, or no phone trunk on this server), `minute_limit_exceeded`, `do_not_call` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `session_not_found`: no such session in the caller's project */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `session_not_live` (ended, or not running), `session_already_dialed` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the operation accepts */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `consent_check_unavailable`: the do-not-call check could not run; retry */
             503: {
                 headers: {
                     [name: string]: unknown;

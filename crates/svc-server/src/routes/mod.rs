@@ -6,6 +6,7 @@
 
 mod agents;
 mod credentials;
+mod dial;
 mod import;
 mod projects;
 mod schemas;
@@ -183,6 +184,7 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(projects::get_default_project))
         .routes(routes!(projects::prepare_room))
         .routes(routes!(start::start_session))
+        .routes(routes!(dial::dial_session))
         .layer(DefaultBodyLimit::max(svc_domain::limits::JSON_BODY_MAX_BYTES));
     // Import streams its body under its own, larger limit.
     let import = OpenApiRouter::new().routes(routes!(import::import_session)).layer(DefaultBodyLimit::disable());

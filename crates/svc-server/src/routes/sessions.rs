@@ -284,6 +284,17 @@ pub(crate) async fn delete_session(
 ) -> ApiResult<StatusCode> {
     let caller = principal.realtime()?;
     caller.require(&[Scope::RealtimeDelete])?;
+    // A live session is ended first (`session-ended` with reason `session_deleted`), so that
+    // nothing it still writes lands after its rows are gone.
+    let row = find_session(&app, &caller, &session_id).await?;
+    if row.ended_us.is_none() {
+        match app.dispatcher.end(&session_id, SESSION_DELETED).await {
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(session.id = %session_id, %error, "deleting a live session that would not end")
+            }
+        }
+    }
     let artifacts = app
         .store
         .delete_session(&caller.project_id, &session_id)
@@ -303,6 +314,9 @@ pub(crate) async fn delete_session(
     tracing::info!(session.id = %session_id, "deleted session");
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// The `session-ended` reason of a live session whose record is deleted.
+pub const SESSION_DELETED: &str = "session_deleted";
 
 async fn find_session(app: &App, caller: &Caller, session_id: &str) -> ApiResult<SessionRow> {
     app.store

@@ -4,6 +4,7 @@ mod common;
 
 mod agents;
 mod auth;
+mod dial;
 mod errors;
 mod import;
 mod matrix;

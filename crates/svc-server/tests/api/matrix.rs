@@ -110,6 +110,7 @@ fn rows(token_id: &str, cell: usize) -> Vec<(&'static str, String, Option<Value>
             ),
         ),
         ("POST", "/realtime/session/prepare-room".into(), Some(json!({}))),
+        ("POST", format!("/realtime/session/{SESSION}/dial"), Some(json!({"phone_number": "+14155550123"}))),
         ("POST", "/auth/token".into(), Some(json!({"external_user_id": "matrix-minted"}))),
         ("DELETE", format!("/auth/token/{token_id}"), None),
         ("GET", "/sessions".into(), None),

@@ -655,6 +655,12 @@ impl SessionCore {
         self.finish(now, "server_shutdown", EndStatus::Completed);
     }
 
+    /// The server ends the session for `reason` (a slug, sent in `session-ended`): the stored
+    /// session is being deleted, for example.
+    pub fn handle_end_request(&mut self, now: Instant, reason: &str) {
+        self.finish(now, reason, EndStatus::Completed);
+    }
+
     // -----------------------------------------------------------------------------------------
     // Client messages
 
