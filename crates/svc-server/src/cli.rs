@@ -348,6 +348,22 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
     tracing::info!(room_udp = %room_udp.join(","), room_url = %config.room.url, "media room is serving");
     let provider_env = svc_provider::endpoint::ProviderEnv::from_env().context("reading provider settings")?;
+    // Phone dial-out: the SIP user agent and its calls stop after the sessions have ended (their
+    // rooms closing hangs each call up first).
+    let phone_shutdown = CancellationToken::new();
+    let phone = match &config.phone {
+        Some(phone_config) => {
+            let phone = svc_phone::PhoneService::start(phone_config.clone(), room.clone(), phone_shutdown.clone())
+                .await
+                .context("starting phone dial-out (--sip-trunk)")?;
+            tracing::info!(trunk = %phone_config.trunk_uri, sip = %phone.sip_addr(), "phone dial-out is ready");
+            Some(phone)
+        }
+        None => {
+            tracing::info!("phone dial-out: off (no --sip-trunk)");
+            None
+        }
+    };
     let runtime = svc_session::Runtime::new(svc_session::RuntimeConfig {
         store: store.clone(),
         room: room.clone(),
@@ -356,6 +372,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         data_dir: config.data_dir.clone(),
         node_id: config.node_id.clone(),
         timing: svc_session::core::Timing::default(),
+        phone: phone.clone(),
     });
     let dispatcher = std::sync::Arc::new(crate::dispatch::RuntimeDispatcher(runtime.clone()));
     let app = AppState::with_dispatcher(config, store, dispatcher).await?;
@@ -417,6 +434,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // HTTP side drains.
     if tokio::time::timeout(grace, runtime.shutdown()).await.is_err() {
         tracing::warn!("grace period over while ending sessions");
+    }
+    if let Some(phone) = &phone {
+        phone_shutdown.cancel();
+        if tokio::time::timeout(grace, phone.closed()).await.is_err() {
+            tracing::warn!("grace period over while hanging up phone calls");
+        }
     }
     if tokio::time::timeout(grace, room.shutdown()).await.is_err() {
         tracing::warn!("grace period over while closing media rooms");

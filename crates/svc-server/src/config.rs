@@ -109,6 +109,31 @@ pub struct ConfigArgs {
     /// Most local-provider sessions at once; further starts get 503 [default: 2].
     #[arg(long, global = true, env = "SVC_LOCAL_CAPACITY", value_name = "N")]
     pub local_capacity: Option<usize>,
+    /// The SIP trunk phone dial-out calls through (`sip:trunk.example.com:5060`); without it the
+    /// dial route answers 403 `phone_calls_disabled`.
+    #[arg(long, global = true, env = "SVC_SIP_TRUNK", value_name = "URI")]
+    pub sip_trunk: Option<String>,
+    /// Digest user name for the trunk's challenges.
+    #[arg(long, global = true, env = "SVC_SIP_USERNAME", value_name = "NAME")]
+    pub sip_username: Option<String>,
+    /// Digest password for the trunk's challenges.
+    #[arg(long, global = true, env = "SVC_SIP_PASSWORD", value_name = "SECRET", hide_env_values = true)]
+    pub sip_password: Option<String>,
+    /// The caller number (E.164) a dial without `caller_number` presents; required with --sip-trunk.
+    #[arg(long, global = true, env = "SVC_SIP_CALLER_NUMBER", value_name = "E164")]
+    pub sip_caller_number: Option<String>,
+    /// Where the SIP socket binds [default: 0.0.0.0:5060].
+    #[arg(long, global = true, env = "SVC_SIP_BIND", value_name = "ADDR")]
+    pub sip_bind: Option<String>,
+    /// The SIP address put in Via and Contact (a public address behind NAT) [default: the bound one].
+    #[arg(long, global = true, env = "SVC_SIP_ADVERTISED", value_name = "ADDR")]
+    pub sip_advertised: Option<String>,
+    /// The media address put in the SDP offer [default: the SIP bind address's IP].
+    #[arg(long, global = true, env = "SVC_SIP_MEDIA_IP", value_name = "IP")]
+    pub sip_media_ip: Option<String>,
+    /// RTP ports for calls, `LOW-HIGH` (each call takes an even port and the next) [default: 20000-29999].
+    #[arg(long, global = true, env = "SVC_SIP_RTP_PORTS", value_name = "LOW-HIGH")]
+    pub sip_rtp_ports: Option<String>,
 }
 
 /// Whether `svc serve` provisions the local development workspace.
@@ -257,6 +282,8 @@ pub struct Config {
     pub dev_workspace: bool,
     /// The local provider's models and capacity, shared by the start gate and the runtime.
     pub local: std::sync::Arc<svc_local::LocalEngines>,
+    /// Phone dial-out over a SIP trunk, when one is configured.
+    pub phone: Option<svc_phone::PhoneConfig>,
 }
 
 /// Where clients join media rooms, and the key room tokens are signed with.
@@ -370,6 +397,14 @@ impl ConfigArgs {
             local_llm_model: self.local_llm_model.clone().or(file.local_llm_model),
             local_llm_key: self.local_llm_key.clone().or(file.local_llm_key),
             local_capacity: self.local_capacity.or(file.local_capacity),
+            sip_trunk: self.sip_trunk.clone().or(file.sip_trunk),
+            sip_username: self.sip_username.clone().or(file.sip_username),
+            sip_password: self.sip_password.clone().or(file.sip_password),
+            sip_caller_number: self.sip_caller_number.clone().or(file.sip_caller_number),
+            sip_bind: self.sip_bind.clone().or(file.sip_bind),
+            sip_advertised: self.sip_advertised.clone().or(file.sip_advertised),
+            sip_media_ip: self.sip_media_ip.clone().or(file.sip_media_ip),
+            sip_rtp_ports: self.sip_rtp_ports.clone().or(file.sip_rtp_ports),
         };
         let keys = ProviderKeys::from_env().map_err(|error| invalid("provider base URL", error.to_string()))?;
         merged.validate(keys)
@@ -489,7 +524,9 @@ impl ConfigArgs {
             self.local_llm_key,
             self.local_capacity,
         )?;
+        let phone = phone_config(&self.sip_trunk, &self)?;
         Ok(Config {
+            phone,
             local: svc_local::LocalEngines::new(local),
             room: RoomConfig {
                 url: room_url,
@@ -595,8 +632,53 @@ impl Config {
                 brain: svc_local::Brain::Embedded,
                 capacity: svc_local::engines::DEFAULT_CAPACITY,
             }),
+            phone: None,
         }
     }
+}
+
+/// Phone dial-out from the `--sip-*` flags: nothing without `--sip-trunk`.
+fn phone_config(trunk: &Option<String>, args: &ConfigArgs) -> Result<Option<svc_phone::PhoneConfig>, ConfigError> {
+    let Some(trunk) = trunk.as_deref().map(str::trim).filter(|trunk| !trunk.is_empty()) else { return Ok(None) };
+    if !trunk.starts_with("sip:") {
+        return Err(invalid("--sip-trunk", format!("`{trunk}` is not a sip: URI")));
+    }
+    let caller = args
+        .sip_caller_number
+        .as_deref()
+        .ok_or_else(|| invalid("--sip-caller-number", "required with --sip-trunk (the caller id of dials that name none)"))?;
+    if !svc_domain::settings::is_e164(caller) {
+        return Err(invalid("--sip-caller-number", format!("`{caller}` is not E.164 (+ then 8 to 15 digits)")));
+    }
+    let address = |flag: &'static str, text: &str| {
+        text.parse::<SocketAddr>().map_err(|_| invalid(flag, format!("`{text}` is not an address like 0.0.0.0:5060")))
+    };
+    let bind = address("--sip-bind", args.sip_bind.as_deref().unwrap_or("0.0.0.0:5060"))?;
+    let mut config = svc_phone::PhoneConfig::new(trunk, caller, bind);
+    if let Some(advertised) = &args.sip_advertised {
+        config.sip_advertised = Some(address("--sip-advertised", advertised)?);
+    }
+    if let Some(ip) = &args.sip_media_ip {
+        config.media_ip =
+            ip.parse().map_err(|_| invalid("--sip-media-ip", format!("`{ip}` is not an IP address")))?;
+    }
+    if let Some(ports) = &args.sip_rtp_ports {
+        let range = ports
+            .split_once('-')
+            .and_then(|(low, high)| Some((low.trim().parse::<u16>().ok()?, high.trim().parse::<u16>().ok()?)))
+            .filter(|(low, high)| low < high)
+            .ok_or_else(|| invalid("--sip-rtp-ports", format!("`{ports}` is not LOW-HIGH with LOW < HIGH")))?;
+        config.rtp_ports = range.0..=range.1;
+    }
+    match (&args.sip_username, &args.sip_password) {
+        (Some(username), Some(password)) => {
+            config.credentials =
+                Some(svc_sip::Credentials { username: username.clone(), password: password.clone() });
+        }
+        (None, None) => {}
+        _ => return Err(invalid("--sip-username", "give both --sip-username and --sip-password, or neither")),
+    }
+    Ok(Some(config))
 }
 
 /// The local provider's settings from the flags.

@@ -113,6 +113,26 @@ impl SessionDispatcher for RuntimeDispatcher {
         })
     }
 
+    fn phone_available(&self) -> bool {
+        self.0.phone_available()
+    }
+
+    fn dial(&self, dial: PhoneDial) -> PhoneFuture<'_> {
+        Box::pin(async move {
+            let request = svc_session::DialRequest {
+                dial_id: dial.dial_id,
+                session_id: dial.session_id,
+                phone_number: dial.phone_number,
+                caller_number: dial.caller_number,
+            };
+            self.0.dial(request).await.map_err(|error| match error {
+                svc_session::DialError::NoTrunk => DialRefusal::NoTrunk,
+                svc_session::DialError::NotRunning => DialRefusal::NotRunning,
+                svc_session::DialError::Phone(error) => DialRefusal::Failed(error.to_string()),
+            })
+        })
+    }
+
     fn end<'a>(&'a self, session_id: &'a str, reason: &'a str) -> EndFuture<'a> {
         Box::pin(async move {
             match self.0.end_session(session_id, reason).await {

@@ -17,7 +17,7 @@ use svc_store::UsageRecord;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::{EndStatus, Finish, Output, Peer, SessionCore};
+use crate::core::{DialUpdate, EndStatus, Finish, Output, Peer, SessionCore};
 use crate::input::InputAudio;
 use crate::persist::{FinalRecord, Persister};
 use crate::recording::{AGENT, RecordingFile, StereoAligner, USER};
@@ -29,13 +29,24 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
 const PROVIDER_CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// What the rest of the server can ask of a running session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SessionCommand {
     /// End the session now, saying `reason` in `session-ended`.
     End {
         /// The slug.
         reason: String,
     },
+    /// A phone dial-out was placed into the session's room.
+    DialPlaced {
+        /// The dial.
+        dial_id: String,
+        /// The callee.
+        phone_number: String,
+        /// The caller id asked for.
+        caller_number: Option<String>,
+    },
+    /// The dial-out moved on.
+    Dial(DialUpdate),
 }
 
 /// The recording of a session in progress.
@@ -120,6 +131,10 @@ impl<R: AgentRoom> SessionActor<R> {
                 }
                 command = self.commands.recv(), if commands_open => match command {
                     Some(SessionCommand::End { reason }) => self.core.handle_end_request(Instant::now(), &reason),
+                    Some(SessionCommand::DialPlaced { dial_id, phone_number, caller_number }) => {
+                        self.core.handle_dial_placed(Instant::now(), &dial_id, &phone_number, caller_number.as_deref());
+                    }
+                    Some(SessionCommand::Dial(update)) => self.core.handle_dial_update(Instant::now(), update),
                     // The registry dropped its sender: nothing more will be asked.
                     None => commands_open = false,
                 },

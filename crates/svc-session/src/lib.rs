@@ -19,7 +19,7 @@ pub mod recording;
 pub mod room;
 pub mod runtime;
 
-pub use runtime::{EndError, Runtime, RuntimeConfig, RuntimeError, SessionRequest};
+pub use runtime::{DialError, DialRequest, EndError, Runtime, RuntimeConfig, RuntimeError, SessionRequest};
 
 /// Topic of the runtime's data packets (clients may send with any topic or none).
 pub const DATA_TOPIC: &str = "svc";

@@ -50,6 +50,8 @@ pub struct RuntimeConfig {
     pub node_id: String,
     /// Timing policy of sessions.
     pub timing: Timing,
+    /// Phone dial-out, when a SIP trunk is configured.
+    pub phone: Option<svc_phone::PhoneService>,
 }
 
 /// A session to run.
@@ -94,9 +96,37 @@ struct Inner {
 
 /// A running session as the registry knows it.
 struct Running {
+    room_name: String,
     commands: tokio::sync::mpsc::Sender<SessionCommand>,
     /// Cancelled when the session's task has finished (its end stored, its room left).
     finished: CancellationToken,
+}
+
+/// A phone call to place into a running session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DialRequest {
+    /// The `dial_id`.
+    pub dial_id: String,
+    /// The session.
+    pub session_id: String,
+    /// The callee, E.164.
+    pub phone_number: String,
+    /// The caller id, or the trunk's default.
+    pub caller_number: Option<String>,
+}
+
+/// Why [`Runtime::dial`] placed no call.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    /// No SIP trunk is configured.
+    #[error("this server has no phone trunk configured")]
+    NoTrunk,
+    /// The session does not run on this node.
+    #[error("the session is not running on this node")]
+    NotRunning,
+    /// The phone service refused the call.
+    #[error(transparent)]
+    Phone(#[from] svc_phone::PhoneError),
 }
 
 /// Why [`Runtime::end_session`] did not end a session.
@@ -200,7 +230,10 @@ impl Runtime {
             clock_origin: (started, started_us),
         };
         inner.live.fetch_add(1, Ordering::Relaxed);
-        self.sessions().insert(request.session_id.clone(), Running { commands, finished: finished.clone() });
+        self.sessions().insert(
+            request.session_id.clone(),
+            Running { room_name: request.room_name.clone(), commands, finished: finished.clone() },
+        );
         let runtime = self.clone();
         let session_id = request.session_id.clone();
         inner.tasks.spawn(async move {
@@ -230,6 +263,44 @@ impl Runtime {
         // anyway, and `finished` says when.
         let _ = commands.send(SessionCommand::End { reason: reason.to_owned() }).await;
         tokio::time::timeout(END_WAIT, finished.cancelled()).await.map_err(|_| EndError::TimedOut)
+    }
+
+    /// Whether dial-out is configured.
+    pub fn phone_available(&self) -> bool {
+        self.inner.config.phone.is_some()
+    }
+
+    /// Places a phone call into a running session's room: the callee joins as a SIP participant
+    /// when they answer. Returns once the INVITE is out; the call's progress goes to the session
+    /// (`dial-progress` events, timeline) and its outcome and billed time to the store.
+    pub async fn dial(&self, request: DialRequest) -> Result<(), DialError> {
+        let phone = self.inner.config.phone.as_ref().ok_or(DialError::NoTrunk)?;
+        let (room_name, commands) = {
+            let sessions = self.sessions();
+            let running = sessions.get(&request.session_id).ok_or(DialError::NotRunning)?;
+            (running.room_name.clone(), running.commands.clone())
+        };
+        let call = phone
+            .dial(svc_phone::DialRequest {
+                room_name,
+                session_id: request.session_id.clone(),
+                dial_id: request.dial_id.clone(),
+                phone_number: request.phone_number.clone(),
+                caller_number: request.caller_number.clone(),
+            })
+            .await?;
+        tracing::info!(session.id = %request.session_id, dial.id = %request.dial_id, "dial placed");
+        let placed = SessionCommand::DialPlaced {
+            dial_id: request.dial_id.clone(),
+            phone_number: request.phone_number,
+            caller_number: request.caller_number,
+        };
+        // A session that has just ended takes no more commands; the call still runs its course
+        // (the room closes under it) and is metered below.
+        let _ = commands.send(placed).await;
+        let store = self.inner.config.store.clone();
+        self.inner.tasks.spawn(watch_dial(call, request.dial_id, commands, store));
+        Ok(())
     }
 
     /// The registry. A poisoned lock still holds a consistent map (every change is one insert
@@ -289,6 +360,78 @@ impl Runtime {
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
     }
+}
+
+/// Follows one dial to its end: each step goes to the session, the outcome and the billed
+/// seconds (answered time, rounded up) to the store.
+async fn watch_dial(
+    mut call: svc_phone::PhoneCall,
+    dial_id: String,
+    session: tokio::sync::mpsc::Sender<SessionCommand>,
+    store: Store,
+) {
+    use crate::core::{DialStatus, DialUpdate};
+    use svc_phone::{DialProgress, EndedBy};
+    let mut answered_us = None;
+    let outcome = loop {
+        let Some(progress) = call.progress.recv().await else {
+            break svc_store_outcome(answered_us, "lost", 0);
+        };
+        let mut update = DialUpdate {
+            dial_id: dial_id.clone(),
+            status: DialStatus::Ringing,
+            reason: None,
+            sip_status: None,
+            ended_by: None,
+            duration_seconds: None,
+            digit: None,
+        };
+        let mut last = None;
+        match progress {
+            DialProgress::Ringing => {}
+            DialProgress::Answered => {
+                answered_us = Some(epoch_us());
+                update.status = DialStatus::Answered;
+            }
+            DialProgress::Failed { reason, status } => {
+                update.status = DialStatus::Failed;
+                update.sip_status = status;
+                last = Some(svc_store_outcome(None, &reason, 0));
+                update.reason = Some(reason);
+            }
+            DialProgress::Ended { by, reason, answered_for } => {
+                update.status = DialStatus::Ended;
+                update.ended_by = Some(match by {
+                    EndedBy::Phone => "phone",
+                    EndedBy::Svc => "svc",
+                });
+                update.duration_seconds = Some(answered_for.as_secs_f64());
+                let billed = i64::try_from(answered_for.as_millis().div_ceil(1000)).unwrap_or(i64::MAX);
+                last = Some(svc_store_outcome(answered_us, "completed", billed));
+                update.reason = Some(reason);
+            }
+            DialProgress::Dtmf { digit } => {
+                update.status = DialStatus::Dtmf;
+                update.digit = Some(digit);
+            }
+        }
+        tracing::info!(dial.id = %dial_id, status = update.status.as_str(), reason = ?update.reason, "dial progress");
+        // The session may have ended first; the call's outcome is stored all the same.
+        let _ = session.send(SessionCommand::Dial(update)).await;
+        if let Some(outcome) = last {
+            break outcome;
+        }
+    };
+    let (answered_us, outcome, billed_seconds) = outcome;
+    let record = svc_store::DialOutcome { answered_us, ended_us: epoch_us(), outcome: &outcome, billed_seconds };
+    if let Err(error) = store.finish_dial(&dial_id, &record).await {
+        tracing::warn!(dial.id = %dial_id, %error, "storing the outcome of a dial failed");
+    }
+}
+
+/// A dial's outcome as the store keeps it: (answered at, slug, billed seconds).
+fn svc_store_outcome(answered_us: Option<i64>, outcome: &str, billed_seconds: i64) -> (Option<i64>, String, i64) {
+    (answered_us, outcome.to_owned(), billed_seconds)
 }
 
 fn epoch_us() -> i64 {

@@ -368,6 +368,30 @@ pub enum ServerEvent {
         /// `state.stage`, hoisted.
         stage: Option<String>,
     },
+    /// A phone dial-out's progress (`POST /realtime/session/{id}/dial`).
+    #[serde(rename = "dial-progress")]
+    DialProgress {
+        /// The `dial_id` the dial route answered with.
+        dial_id: String,
+        /// `ringing`, `answered`, `failed` (final, never answered), `ended` (final, after an
+        /// answer), or `dtmf` (a key pressed on the phone).
+        status: String,
+        /// Why it failed or ended (`busy`, `no_answer`, `rejected`, `hangup`, …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The SIP status of a failure, when one came.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sip_status: Option<u16>,
+        /// `ended`: who hung up, `phone` or `svc`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended_by: Option<String>,
+        /// `ended`: seconds from the answer to the end.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_seconds: Option<f64>,
+        /// `dtmf`: the key.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        digit: Option<String>,
+    },
     /// One chunk of an oversized server message.
     #[serde(rename = "server-envelope-chunk")]
     ServerEnvelopeChunk(EnvelopeChunk),
@@ -381,6 +405,7 @@ impl ServerEvent {
             ServerEvent::Reconnecting { .. } => "reconnecting",
             ServerEvent::SessionEndingSoon { .. } => "session-ending-soon",
             ServerEvent::SessionEnded { .. } => "session-ended",
+            ServerEvent::DialProgress { .. } => "dial-progress",
             ServerEvent::Error { .. } => "error",
             ServerEvent::Pong => "pong",
             ServerEvent::Transcript { .. } => "transcript",

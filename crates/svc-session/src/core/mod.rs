@@ -120,6 +120,53 @@ pub struct Peer {
     pub publishes_audio: bool,
 }
 
+/// Where a phone dial-out stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DialStatus {
+    /// The phone rings.
+    Ringing,
+    /// Answered; audio flows.
+    Answered,
+    /// Never answered (final).
+    Failed,
+    /// Over after an answer (final).
+    Ended,
+    /// A key was pressed on the phone.
+    Dtmf,
+}
+
+impl DialStatus {
+    /// The wire word (`dial-progress.status`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DialStatus::Ringing => "ringing",
+            DialStatus::Answered => "answered",
+            DialStatus::Failed => "failed",
+            DialStatus::Ended => "ended",
+            DialStatus::Dtmf => "dtmf",
+        }
+    }
+}
+
+/// One step of a phone dial-out, as the session reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DialUpdate {
+    /// The dial.
+    pub dial_id: String,
+    /// Where it stands.
+    pub status: DialStatus,
+    /// Why it failed or ended.
+    pub reason: Option<String>,
+    /// The SIP status of a failure.
+    pub sip_status: Option<u16>,
+    /// `phone` or `svc`, for an end.
+    pub ended_by: Option<&'static str>,
+    /// From the answer to the end, for an end.
+    pub duration_seconds: Option<f64>,
+    /// The key, for `Dtmf`.
+    pub digit: Option<char>,
+}
+
 /// How the session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndStatus {
@@ -659,6 +706,49 @@ impl SessionCore {
     /// session is being deleted, for example.
     pub fn handle_end_request(&mut self, now: Instant, reason: &str) {
         self.finish(now, reason, EndStatus::Completed);
+    }
+
+    /// A phone dial-out was placed into this session's room (the call rings).
+    pub fn handle_dial_placed(&mut self, now: Instant, dial_id: &str, phone_number: &str, caller_number: Option<&str>) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        self.timeline(
+            now,
+            "dial.placed",
+            json!({"dial_id": dial_id, "phone_number": phone_number, "caller_number": caller_number}),
+        );
+    }
+
+    /// What became of the session's phone dial-out: a `dial-progress` event for the clients and
+    /// a timeline entry. The phone's participant joins and leaves the room like any user, so
+    /// input binding and the session's end follow the usual rules.
+    pub fn handle_dial_update(&mut self, now: Instant, update: DialUpdate) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        let kind = match update.status {
+            DialStatus::Ringing => "dial.ringing",
+            DialStatus::Answered => "dial.answered",
+            DialStatus::Failed => "dial.failed",
+            DialStatus::Ended => "dial.ended",
+            DialStatus::Dtmf => "dial.dtmf",
+        };
+        let event = ServerEvent::DialProgress {
+            dial_id: update.dial_id,
+            status: update.status.as_str().to_owned(),
+            reason: update.reason,
+            sip_status: update.sip_status,
+            ended_by: update.ended_by.map(str::to_owned),
+            duration_seconds: update.duration_seconds,
+            digit: update.digit.map(String::from),
+        };
+        let mut data = serde_json::to_value(&event).unwrap_or_default();
+        if let Some(fields) = data.as_object_mut() {
+            fields.remove("type");
+        }
+        self.timeline(now, kind, data);
+        self.emit(event, None);
     }
 
     // -----------------------------------------------------------------------------------------

@@ -218,6 +218,7 @@ impl Server {
             data_dir: config.data_dir.clone(),
             node_id: config.node_id.clone(),
             timing: svc_session::core::Timing::default(),
+            phone: None,
         });
         let dispatcher = Arc::new(svc_server::dispatch::RuntimeDispatcher(runtime.clone()));
         let app = AppState::with_dispatcher(config, store.clone(), dispatcher).await?;
