@@ -411,6 +411,7 @@ impl ConfigArgs {
     }
 
     fn validate(self, provider_keys: ProviderKeys) -> Result<Config, ConfigError> {
+        let phone = phone_config(&self)?;
         let listen_text = self.listen.unwrap_or_else(|| "127.0.0.1:8080".to_owned());
         let listen: SocketAddr = listen_text
             .parse()
@@ -524,7 +525,6 @@ impl ConfigArgs {
             self.local_llm_key,
             self.local_capacity,
         )?;
-        let phone = phone_config(&self.sip_trunk, &self)?;
         Ok(Config {
             phone,
             local: svc_local::LocalEngines::new(local),
@@ -638,15 +638,16 @@ impl Config {
 }
 
 /// Phone dial-out from the `--sip-*` flags: nothing without `--sip-trunk`.
-fn phone_config(trunk: &Option<String>, args: &ConfigArgs) -> Result<Option<svc_phone::PhoneConfig>, ConfigError> {
-    let Some(trunk) = trunk.as_deref().map(str::trim).filter(|trunk| !trunk.is_empty()) else { return Ok(None) };
+fn phone_config(args: &ConfigArgs) -> Result<Option<svc_phone::PhoneConfig>, ConfigError> {
+    let Some(trunk) = args.sip_trunk.as_deref().map(str::trim).filter(|trunk| !trunk.is_empty()) else {
+        return Ok(None);
+    };
     if !trunk.starts_with("sip:") {
         return Err(invalid("--sip-trunk", format!("`{trunk}` is not a sip: URI")));
     }
-    let caller = args
-        .sip_caller_number
-        .as_deref()
-        .ok_or_else(|| invalid("--sip-caller-number", "required with --sip-trunk (the caller id of dials that name none)"))?;
+    let caller = args.sip_caller_number.as_deref().ok_or_else(|| {
+        invalid("--sip-caller-number", "required with --sip-trunk (the caller id of dials that name none)")
+    })?;
     if !svc_domain::settings::is_e164(caller) {
         return Err(invalid("--sip-caller-number", format!("`{caller}` is not E.164 (+ then 8 to 15 digits)")));
     }
@@ -659,8 +660,7 @@ fn phone_config(trunk: &Option<String>, args: &ConfigArgs) -> Result<Option<svc_
         config.sip_advertised = Some(address("--sip-advertised", advertised)?);
     }
     if let Some(ip) = &args.sip_media_ip {
-        config.media_ip =
-            ip.parse().map_err(|_| invalid("--sip-media-ip", format!("`{ip}` is not an IP address")))?;
+        config.media_ip = ip.parse().map_err(|_| invalid("--sip-media-ip", format!("`{ip}` is not an IP address")))?;
     }
     if let Some(ports) = &args.sip_rtp_ports {
         let range = ports
@@ -672,8 +672,7 @@ fn phone_config(trunk: &Option<String>, args: &ConfigArgs) -> Result<Option<svc_
     }
     match (&args.sip_username, &args.sip_password) {
         (Some(username), Some(password)) => {
-            config.credentials =
-                Some(svc_sip::Credentials { username: username.clone(), password: password.clone() });
+            config.credentials = Some(svc_sip::Credentials { username: username.clone(), password: password.clone() });
         }
         (None, None) => {}
         _ => return Err(invalid("--sip-username", "give both --sip-username and --sip-password, or neither")),

@@ -28,6 +28,9 @@ use svc_testkit::{Action, FAKE_API_KEY, FakeUpstream, Flavor, Reply};
 
 mod support;
 
+#[path = "../../svc-phone/tests/baresip/mod.rs"]
+mod baresip;
+
 /// Real-time media tests share two cores with the build: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const SETUP_HINT: &str = "run scripts/interop-setup.sh (scripts/test.sh does) to install the test harness";
@@ -101,6 +104,8 @@ impl World {
             "realtime:logs",
             "--scope",
             "realtime:delete",
+            "--scope",
+            "realtime:dial",
         ]);
         let server_env = vec![
             ("OPENAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
@@ -135,6 +140,14 @@ impl World {
         self.server.kill_now();
         let log = self.dir.join("svc.restarted.log");
         self.server = start_server(&log, self.data_dir.path(), &self.listen, &self.server_env, &self.server_args);
+    }
+
+    /// Runs an admin command (`svc workspace …`) on the world's database.
+    fn admin(&self, args: &[&str]) -> String {
+        let output =
+            svc(self.data_dir.path()).args(["--public-url", &self.base_url]).args(args).output().expect("run svc");
+        assert!(output.status.success(), "svc {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
     /// POST under `/api/v1/external` with the world's key.
@@ -796,6 +809,81 @@ async fn a_resumed_session_remembers_the_conversation_and_never_greets_again() {
         .find(|e| e["type"] == "agent.joined")
         .expect("agent.joined");
     assert_eq!(joined["data"]["resumed_from"], json!(first_id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh, which installs baresip); run by scripts/test.sh"]
+async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
+    // The phone: baresip on loopback as the trunk, answering at once; it says the microphone
+    // sentence after a second, stays quiet while the agent answers, and hangs up when its file ends.
+    let speech = mic_pcm();
+    let mut say = vec![0i16; 48_000];
+    say.extend_from_slice(&speech);
+    say.extend(std::iter::repeat_n(0i16, 7 * 48_000));
+    let phone = baresip::Baresip::start("+15550199", &say).expect("baresip is installed (scripts/interop-setup.sh)");
+    let trunk = format!("sip:{}", phone.addr);
+    let args = ["--sip-trunk", &trunk, "--sip-caller-number", "+15550100", "--sip-bind", "127.0.0.1:0"];
+    let world = World::start("phone", Flavor::OpenAi, &[&args[..], &["--sip-rtp-ports", "31000-31199"]].concat()).await;
+    world.admin(&["workspace", "set", "e2e", "--phone-calls", "true", "--dial-minute-limit", "100"]);
+    let reply = "Thank you for calling, I heard you.";
+    world.fake.queue([Reply::Speak(reply.into())]);
+
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let (status, started) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 200, "{started}");
+    let id = started["session_id"].as_str().expect("id").to_owned();
+    let (status, dialled) = world.post(&format!("/realtime/session/{id}/dial"), &json!({"phone_number": "+15550199"}));
+    assert_eq!(status, 202, "{dialled}");
+    let dial_id = dialled["dial_id"].as_str().expect("dial_id").to_owned();
+    let (status, again) = world.post(&format!("/realtime/session/{id}/dial"), &json!({"phone_number": "+15550199"}));
+    assert_eq!((status, again["error"]["code"].as_str()), (409, Some("session_already_dialed")));
+
+    // The phone hangs up when its file ends; the session follows as when a user leaves.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let session = loop {
+        let session = world.get_json(&format!("/sessions/{id}"));
+        if session["status"] != "active" {
+            break session;
+        }
+        assert!(Instant::now() < deadline, "the session did not end after the phone hung up\n{}", phone.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(session["status"], "completed", "{session}");
+
+    let heard_by_fake = correlation(&speech, 48_000, &fake_audio(&world.fake, 0), 24_000);
+    assert!(heard_by_fake >= 0.8, "the phone's voice at the provider: {heard_by_fake:.3}");
+    let spoken = svc_testkit::speech::speech(reply, 24_000);
+    let (rate, heard) = phone.heard();
+    assert!(rate > 0 && !heard.is_empty(), "baresip recorded nothing\n{}", phone.log());
+    assert_eq!(rate, 8_000, "G.711 at the phone");
+    let mut heard_48k = Vec::new();
+    svc_rtp::resample::Upsampler::new().process(&heard, &mut heard_48k);
+    let heard_by_phone = correlation(&spoken, 24_000, &heard_48k, 48_000);
+    assert!(heard_by_phone >= 0.8, "the agent's voice at the phone: {heard_by_phone:.3}");
+
+    let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+    let entries: Vec<&Value> = timeline["events"].as_array().into_iter().flatten().collect();
+    let kinds: Vec<&str> =
+        entries.iter().filter_map(|e| e["type"].as_str()).filter(|k| k.starts_with("dial.")).collect();
+    assert_eq!(kinds.first(), Some(&"dial.placed"), "{kinds:?}");
+    assert!(kinds.contains(&"dial.answered"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"dial.ended"), "{kinds:?}");
+    let ended = entries.iter().find(|e| e["type"] == "dial.ended").expect("dial.ended");
+    assert_eq!(ended["data"]["dial_id"], dial_id.as_str());
+    assert_eq!(ended["data"]["ended_by"], "phone", "{ended}");
+    let answered_for = ended["data"]["duration_seconds"].as_f64().unwrap_or(0.0);
+    assert!((5.0..20.0).contains(&answered_for), "answered for {answered_for} s");
+    let session_end = entries.iter().find(|e| e["type"] == "session.ended").expect("session.ended");
+    assert_eq!(session_end["data"]["reason"], "participant_left", "{session_end}");
+
+    // The call's minutes are metered against the workspace.
+    let store = svc_store::Store::connect(&format!("sqlite://{}", world.data_dir.path().join("svc.db").display()))
+        .await
+        .expect("open the store");
+    let metered = store.dial_of_session(&id).await.expect("read").expect("the dial");
+    assert_eq!(metered.outcome.as_deref(), Some("completed"));
+    assert_eq!(metered.billed_seconds, answered_for.ceil() as i64, "{metered:?}");
+    eprintln!("phone: phone→provider {heard_by_fake:.3}, provider→phone {heard_by_phone:.3}, {answered_for:.1} s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

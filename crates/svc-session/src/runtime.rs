@@ -373,9 +373,11 @@ async fn watch_dial(
     use crate::core::{DialStatus, DialUpdate};
     use svc_phone::{DialProgress, EndedBy};
     let mut answered_us = None;
-    let outcome = loop {
+    // (answered at, outcome slug, billed seconds), once the call is over.
+    let (answered_us, outcome, billed_seconds) = loop {
         let Some(progress) = call.progress.recv().await else {
-            break svc_store_outcome(answered_us, "lost", 0);
+            // The phone service stopped without a final word (it always gives one; defensive).
+            break (answered_us, "lost".to_owned(), 0);
         };
         let mut update = DialUpdate {
             dial_id: dial_id.clone(),
@@ -396,7 +398,7 @@ async fn watch_dial(
             DialProgress::Failed { reason, status } => {
                 update.status = DialStatus::Failed;
                 update.sip_status = status;
-                last = Some(svc_store_outcome(None, &reason, 0));
+                last = Some((None, reason.clone(), 0));
                 update.reason = Some(reason);
             }
             DialProgress::Ended { by, reason, answered_for } => {
@@ -407,7 +409,7 @@ async fn watch_dial(
                 });
                 update.duration_seconds = Some(answered_for.as_secs_f64());
                 let billed = i64::try_from(answered_for.as_millis().div_ceil(1000)).unwrap_or(i64::MAX);
-                last = Some(svc_store_outcome(answered_us, "completed", billed));
+                last = Some((answered_us, "completed".to_owned(), billed));
                 update.reason = Some(reason);
             }
             DialProgress::Dtmf { digit } => {
@@ -422,16 +424,10 @@ async fn watch_dial(
             break outcome;
         }
     };
-    let (answered_us, outcome, billed_seconds) = outcome;
     let record = svc_store::DialOutcome { answered_us, ended_us: epoch_us(), outcome: &outcome, billed_seconds };
     if let Err(error) = store.finish_dial(&dial_id, &record).await {
         tracing::warn!(dial.id = %dial_id, %error, "storing the outcome of a dial failed");
     }
-}
-
-/// A dial's outcome as the store keeps it: (answered at, slug, billed seconds).
-fn svc_store_outcome(answered_us: Option<i64>, outcome: &str, billed_seconds: i64) -> (Option<i64>, String, i64) {
-    (answered_us, outcome.to_owned(), billed_seconds)
 }
 
 fn epoch_us() -> i64 {

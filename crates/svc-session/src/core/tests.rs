@@ -792,3 +792,53 @@ fn svc_vad_barges_in_as_soon_as_the_user_starts() {
     assert!(barge < start, "playback is cut before the model even hears the user");
     assert!(h.take_types().contains(&"bot-stopped-speaking".to_owned()));
 }
+
+#[test]
+fn a_dial_out_reports_its_progress_to_the_clients_and_the_timeline() {
+    let mut h = Harness::live(openai(json!({})));
+    h.take_events();
+    let now = h.now;
+    h.core.handle_dial_placed(now, "dial-1", "+14155550123", None);
+    let update = |status, reason: Option<&str>| DialUpdate {
+        dial_id: "dial-1".into(),
+        status,
+        reason: reason.map(str::to_owned),
+        sip_status: None,
+        ended_by: None,
+        duration_seconds: None,
+        digit: None,
+    };
+    h.core.handle_dial_update(now, update(DialStatus::Ringing, None));
+    h.core.handle_dial_update(now, update(DialStatus::Answered, None));
+    h.core.handle_dial_update(now, DialUpdate { digit: Some('7'), ..update(DialStatus::Dtmf, None) });
+    h.core.handle_dial_update(
+        now,
+        DialUpdate {
+            ended_by: Some("phone"),
+            duration_seconds: Some(12.5),
+            ..update(DialStatus::Ended, Some("hangup"))
+        },
+    );
+    h.collect();
+    let events = h.take_events();
+    assert_eq!(
+        events,
+        [
+            json!({"type": "dial-progress", "dial_id": "dial-1", "status": "ringing"}),
+            json!({"type": "dial-progress", "dial_id": "dial-1", "status": "answered"}),
+            json!({"type": "dial-progress", "dial_id": "dial-1", "status": "dtmf", "digit": "7"}),
+            json!({"type": "dial-progress", "dial_id": "dial-1", "status": "ended", "reason": "hangup",
+                "ended_by": "phone", "duration_seconds": 12.5}),
+        ]
+    );
+    let kinds: Vec<&str> = h.timeline_kinds().into_iter().filter(|kind| kind.starts_with("dial.")).collect();
+    assert_eq!(kinds, ["dial.placed", "dial.ringing", "dial.answered", "dial.dtmf", "dial.ended"]);
+
+    // After the session's end nothing more is said.
+    h.core.handle_end_request(now, "end_call");
+    h.collect();
+    h.take_events();
+    h.core.handle_dial_update(now, update(DialStatus::Failed, Some("busy")));
+    h.collect();
+    assert!(h.take_events().is_empty());
+}
