@@ -880,8 +880,16 @@ async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
     let store = svc_store::Store::connect(&format!("sqlite://{}", world.data_dir.path().join("svc.db").display()))
         .await
         .expect("open the store");
-    let metered = store.dial_of_session(&id).await.expect("read").expect("the dial");
-    assert_eq!(metered.outcome.as_deref(), Some("completed"));
+    // Stored by the dial's watcher as the call ends, beside the session's own end.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let metered = loop {
+        let dial = store.dial_of_session(&id).await.expect("read").expect("the dial");
+        if dial.outcome.is_some() || Instant::now() > deadline {
+            break dial;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(metered.outcome.as_deref(), Some("completed"), "{metered:?}");
     assert_eq!(metered.billed_seconds, answered_for.ceil() as i64, "{metered:?}");
     eprintln!("phone: phone→provider {heard_by_fake:.3}, provider→phone {heard_by_phone:.3}, {answered_for:.1} s");
 }

@@ -25,6 +25,9 @@ use crate::room::{AgentRoom, AgentRoomEvent, CloseReason};
 
 /// How often the session's heartbeat is refreshed (the reaper ends sessions 60 s stale).
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
+/// How long a session's end waits for its phone call's last word (the call task hangs up within
+/// a second of the room closing; an RTCP BYE waits 2 s for the SIP BYE).
+const DIAL_END_GRACE: Duration = Duration::from_secs(4);
 /// How long the adapter gets to answer open calls and close its socket after `Close`.
 const PROVIDER_CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -297,6 +300,25 @@ impl<R: AgentRoom> SessionActor<R> {
         }
     }
 
+    /// A phone call ends with its session (its hangup ended the session, or the room just closed
+    /// under it): its last progress, which says how and when, is kept in the session's timeline
+    /// before the end is stored. Bounded by [`DIAL_END_GRACE`].
+    async fn await_dial_end(&mut self) {
+        let deadline = tokio::time::Instant::now() + DIAL_END_GRACE;
+        while self.core.dial_in_progress() {
+            let Ok(Some(command)) = tokio::time::timeout_at(deadline, self.commands.recv()).await else { break };
+            if let SessionCommand::Dial(update) = command {
+                let now = Instant::now();
+                self.core.handle_dial_update(now, update);
+                while let Some(output) = self.core.poll_output() {
+                    if let Output::Persist(record) = output {
+                        self.persister.push(record, self.now_us(now));
+                    }
+                }
+            }
+        }
+    }
+
     async fn teardown(mut self, finish: &Finish) {
         let session_id = self.core.session_id().to_owned();
         let now = Instant::now();
@@ -322,6 +344,7 @@ impl<R: AgentRoom> SessionActor<R> {
         let reason =
             if finish.reason == "server_shutdown" { CloseReason::ServerShutdown } else { CloseReason::SessionEnded };
         self.room.close(reason).await;
+        self.await_dial_end().await;
         let (status, usage) = match finish.status {
             EndStatus::Completed if finish.usage.had_activity() => (
                 "completed",

@@ -318,6 +318,8 @@ pub struct SessionCore {
     // Data channel.
     envelopes: Reassembler,
     next_envelope: u64,
+    /// The session's phone dial-out: its id and whether its outcome is known.
+    dial: Option<(String, bool)>,
     connect_timings_taken: bool,
     // Usage.
     turn_count: i64,
@@ -375,6 +377,7 @@ impl SessionCore {
             ending_soon_sent: false,
             envelopes: Reassembler::default(),
             next_envelope: 0,
+            dial: None,
             connect_timings_taken: false,
             turn_count: 0,
             user_speaking_ms: 0,
@@ -713,6 +716,7 @@ impl SessionCore {
         if self.phase == Phase::Finished {
             return;
         }
+        self.dial = Some((dial_id.to_owned(), false));
         self.timeline(
             now,
             "dial.placed",
@@ -723,10 +727,18 @@ impl SessionCore {
     /// What became of the session's phone dial-out: a `dial-progress` event for the clients and
     /// a timeline entry. The phone's participant joins and leaves the room like any user, so
     /// input binding and the session's end follow the usual rules.
+    ///
+    /// After the session's end the update still reaches the timeline (the call usually ends
+    /// with the session: the phone's hangup is what ended it, or the closing room hangs it up),
+    /// but no client hears it any more.
     pub fn handle_dial_update(&mut self, now: Instant, update: DialUpdate) {
-        if self.phase == Phase::Finished {
+        let Some((_, over)) = self.dial.as_mut().filter(|(dial_id, _)| *dial_id == update.dial_id) else {
+            return;
+        };
+        if *over {
             return;
         }
+        *over = matches!(update.status, DialStatus::Failed | DialStatus::Ended);
         let kind = match update.status {
             DialStatus::Ringing => "dial.ringing",
             DialStatus::Answered => "dial.answered",
@@ -748,7 +760,14 @@ impl SessionCore {
             fields.remove("type");
         }
         self.timeline(now, kind, data);
-        self.emit(event, None);
+        if self.phase != Phase::Finished {
+            self.emit(event, None);
+        }
+    }
+
+    /// Whether a dial-out was placed and its outcome is not known yet.
+    pub fn dial_in_progress(&self) -> bool {
+        self.dial.as_ref().is_some_and(|(_, over)| !over)
     }
 
     // -----------------------------------------------------------------------------------------

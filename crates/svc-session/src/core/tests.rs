@@ -842,3 +842,31 @@ fn a_dial_out_reports_its_progress_to_the_clients_and_the_timeline() {
     h.collect();
     assert!(h.take_events().is_empty());
 }
+
+#[test]
+fn a_dial_that_ends_after_its_session_still_reaches_the_timeline() {
+    let mut h = Harness::live(openai(json!({})));
+    let now = h.now;
+    h.core.handle_dial_placed(now, "dial-1", "+14155550123", Some("+15550100000"));
+    assert!(h.core.dial_in_progress());
+    h.core.handle_end_request(now, "participant_left");
+    h.collect();
+    h.take_events();
+    let ended = DialUpdate {
+        dial_id: "dial-1".into(),
+        status: DialStatus::Ended,
+        reason: Some("hangup".into()),
+        sip_status: None,
+        ended_by: Some("phone"),
+        duration_seconds: Some(3.0),
+        digit: None,
+    };
+    // Another dial's word is not this session's.
+    h.core.handle_dial_update(now, DialUpdate { dial_id: "dial-2".into(), ..ended.clone() });
+    assert!(h.core.dial_in_progress());
+    h.core.handle_dial_update(now, ended);
+    h.collect();
+    assert!(!h.core.dial_in_progress());
+    assert!(h.take_events().is_empty(), "nobody is listening any more");
+    assert_eq!(h.timeline_kinds().last(), Some(&"dial.ended"));
+}
