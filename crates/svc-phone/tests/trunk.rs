@@ -334,3 +334,21 @@ async fn a_key_press_is_reported_and_hanging_up_an_answered_call_sends_bye() {
     timeout(WAIT, s.phone.closed()).await.expect("stops");
     s.room.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_session_closing_its_room_hangs_the_phone_up() {
+    // Every leg drops: a session's end (end_call, a cap, the user leaving) closes its room.
+    let s = setup(32_100..=32_119, Duration::from_secs(30)).await;
+    let mut call = s.phone.dial(request("room-closes")).await.expect("dial");
+    let (_phone, _ours, _invite, ua) = answer(&s.trunk).await;
+    assert_eq!(next_progress(&mut call).await, DialProgress::Answered);
+    assert!(s.room.close_room(ROOM, svc_room::LeaveReason::RoomDeleted).await, "the room was open");
+    let (bye, from) = receive_request(&s.trunk, Method::Bye).await;
+    assert_eq!(from, ua);
+    send(&s.trunk, response(&bye, 200, None, vec![], None), ua).await;
+    let DialProgress::Ended { by, reason, .. } = next_progress(&mut call).await else { panic!("ended") };
+    assert_eq!((by, reason.as_str()), (EndedBy::Svc, "room_closed"));
+    s.shutdown.cancel();
+    timeout(Duration::from_secs(10), s.phone.closed()).await.expect("stops");
+    s.room.shutdown().await;
+}

@@ -93,3 +93,12 @@ fn replace_database(url: &str, database: &str) -> String {
         None => format!("{base}/{database}"),
     }
 }
+
+impl Store {
+    /// Runs `sql` as it is, through the writer: for tests that break the database on purpose (a
+    /// dropped table stands in for a query that fails). Only with the `testing` feature.
+    pub async fn execute_for_tests(&self, sql: &str) -> crate::StoreResult<()> {
+        sqlx::query(sql).execute(&self.writer).await?;
+        Ok(())
+    }
+}

@@ -15,6 +15,7 @@ crate::on_both_backends_with!(
     every_rejection_of_the_contract_in_order,
     a_dial_is_placed_once_per_session_and_counts_against_the_minute_limit,
     a_dial_the_runtime_cannot_place_leaves_the_session_free_to_dial,
+    a_do_not_call_list_that_cannot_be_read_is_not_consent,
 );
 
 const ACTIVE_CALLER: &str = "+15550100000";
@@ -199,6 +200,14 @@ async fn a_dial_the_runtime_cannot_place_leaves_the_session_free_to_dial(w: Worl
     assert!(error["code"].is_null(), "{error}");
     assert!(w.t.app.store.dial_of_session("live-1").await.expect("read").is_none(), "an unplaced dial is forgotten");
     w.dial("live-1", Some(&w.key), body).await.expect(202);
+}
+
+async fn a_do_not_call_list_that_cannot_be_read_is_not_consent(w: World) {
+    w.session("live-1", false).await;
+    w.t.app.store.execute_for_tests("DROP TABLE do_not_call").await.expect("break the list");
+    let error = w.dial("live-1", Some(&w.key), json!({"phone_number": CALLEE})).await.expect_error(503);
+    assert_eq!(code(&error), "consent_check_unavailable");
+    assert!(w.phone.dials.lock().expect("lock").is_empty());
 }
 
 /// `svc serve` without a phone trunk (the runtime's dispatcher says no phone).
