@@ -126,11 +126,9 @@ async fn fails_fast_with_one_clear_line() {
     // Upstream that never answers.
     fake.queue([Reply::Speak("never heard".to_owned())]);
     let stall = FakeUpstream::start(Flavor::OpenAi).await;
-    let env = fake_env(&stall, FAKE_API_KEY);
-    let handle = tokio::spawn(async move { check(env, &["--provider", "provider_b", "--timeout", "2"]).await });
-    stall.wait_for_connections(1, std::time::Duration::from_secs(5)).await;
-    stall.act(svc_testkit::Action::Stall).await;
-    let output = handle.await.expect("join");
+    // Stalled before the check connects: acting on the open connection raced its first frames.
+    stall.stall_new_connections(true);
+    let output = check(fake_env(&stall, FAKE_API_KEY), &["--provider", "provider_b", "--timeout", "2"]).await;
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("timed out after 2 s"), "{}", stderr(&output));
 

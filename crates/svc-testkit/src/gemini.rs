@@ -91,7 +91,12 @@ impl Conn {
 pub(crate) async fn serve(socket: WebSocket, shared: Arc<Shared>, index: usize, mut control: mpsc::Receiver<Action>) {
     let (sink, mut stream) = socket.split();
     let (out_tx, writer) = crate::realtime::spawn_writer(sink, 4096);
-    let conn = Arc::new(Conn { shared: shared.clone(), index, out: out_tx, state: Mutex::new(State::default()) });
+    let conn = Arc::new(Conn {
+        shared: shared.clone(),
+        index,
+        out: out_tx,
+        state: Mutex::new(State { stalled: shared.lock().stall_new, ..State::default() }),
+    });
     loop {
         tokio::select! {
             message = stream.next() => {

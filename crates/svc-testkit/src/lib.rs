@@ -158,6 +158,8 @@ struct Inner {
     gemini_current: std::collections::BTreeMap<usize, (Vec<i16>, Vec<i16>)>,
     /// Refuse upgrades with this HTTP status.
     refuse_with: Option<u16>,
+    /// New connections answer nothing after their greeting (as [`Action::Stall`] from the start).
+    pub(crate) stall_new: bool,
     /// Realtime: echo this model in `session.created` instead of the requested one.
     echo_model: Option<String>,
     /// Pace of speech: real time divided by this.
@@ -307,6 +309,12 @@ impl FakeUpstream {
     /// Refuse the next WebSocket upgrades with this HTTP status (`None` to accept again).
     pub fn refuse_with(&self, status: Option<u16>) {
         self.shared.lock().refuse_with = status;
+    }
+
+    /// New connections stall from the start (the greeting goes out, then nothing is answered):
+    /// an upstream that never answers, with no race against a connection's first frames.
+    pub fn stall_new_connections(&self, stall: bool) {
+        self.shared.lock().stall_new = stall;
     }
 
     /// Realtime: report this model in `session.created` (xAI's silent fallback).

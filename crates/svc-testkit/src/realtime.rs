@@ -118,7 +118,11 @@ pub(crate) async fn serve(
         index,
         flavor,
         out: out_tx,
-        state: Arc::new(Mutex::new(State { auto_response: true, ..State::default() })),
+        state: Arc::new(Mutex::new(State {
+            auto_response: true,
+            stalled: shared.lock().stall_new,
+            ..State::default()
+        })),
     });
     let echoed = shared.lock().echo_model.clone().unwrap_or(model);
     let mut session = json!({"id": format!("sess_{index}"), "object": "realtime.session", "model": echoed});
