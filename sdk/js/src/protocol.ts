@@ -43,6 +43,24 @@ export interface SessionEndedEvent {
   type: 'session-ended';
   reason: string;
 }
+/** A phone dial-out's progress (`POST /realtime/session/{id}/dial`). */
+export interface DialProgressEvent {
+  type: 'dial-progress';
+  dial_id: string;
+  /** `failed` (never answered) and `ended` (after an answer) are final. */
+  status: 'ringing' | 'answered' | 'failed' | 'ended' | 'dtmf';
+  /** Why it failed or ended (`busy`, `no_answer`, `hangup`, …). */
+  reason: string | null;
+  /** The SIP status of a failure. */
+  sip_status: number | null;
+  /** `ended`: who hung up. */
+  ended_by: 'phone' | 'svc' | null;
+  /** `ended`: seconds from the answer to the end. */
+  duration_seconds: number | null;
+  /** `dtmf`: the key pressed. */
+  digit: string | null;
+}
+const DIAL_STATUSES = ['ringing', 'answered', 'failed', 'ended', 'dtmf'] as const;
 export interface ErrorEvent {
   type: 'error';
   code: DataErrorCode;
@@ -149,6 +167,7 @@ export type ServerEvent =
   | ReconnectedEvent
   | SessionEndingSoonEvent
   | SessionEndedEvent
+  | DialProgressEvent
   | ErrorEvent
   | PongEvent
   | TranscriptEvent
@@ -241,6 +260,20 @@ export function parseServerEvent(message: unknown): ServerEvent {
       return { type: 'session-ending-soon', seconds_remaining: m.seconds_remaining, reason: isString(m.reason) ? m.reason : '' };
     case 'session-ended':
       return { type: 'session-ended', reason: isString(m.reason) ? m.reason : '' };
+    case 'dial-progress': {
+      const status = DIAL_STATUSES.find((known) => known === m.status);
+      if (!isString(m.dial_id) || status === undefined) return unknown();
+      return {
+        type: 'dial-progress',
+        dial_id: m.dial_id,
+        status,
+        reason: isString(m.reason) ? m.reason : null,
+        sip_status: isNumber(m.sip_status) ? m.sip_status : null,
+        ended_by: m.ended_by === 'phone' || m.ended_by === 'svc' ? m.ended_by : null,
+        duration_seconds: isNumber(m.duration_seconds) ? m.duration_seconds : null,
+        digit: isString(m.digit) ? m.digit : null,
+      };
+    }
     case 'error':
       if (!isString(m.code)) return unknown();
       return { type: 'error', code: m.code, message: isString(m.message) ? m.message : '', fatal: m.fatal === true };

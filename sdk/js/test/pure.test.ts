@@ -43,6 +43,11 @@ describe('parseServerEvent', () => {
       type: 'tool-invocation', request_id: 'r', tool_call_id: 'c', name: 'n', args: { a: 1 }, origin: 'realtime', executable: true,
     });
     assert.equal(parseServerEvent({ type: 'svc.usage', total_tokens: 7 }).type, 'svc.usage');
+    assert.deepEqual(
+      parseServerEvent({ type: 'dial-progress', dial_id: 'd', status: 'ended', reason: 'hangup', ended_by: 'phone', duration_seconds: 12.5 }),
+      { type: 'dial-progress', dial_id: 'd', status: 'ended', reason: 'hangup', sip_status: null, ended_by: 'phone', duration_seconds: 12.5, digit: null },
+    );
+    assert.equal(parseServerEvent({ type: 'dial-progress', dial_id: 'd', status: 'exploded' }).type, 'unknown');
     for (const marker of MARKER_TYPES) assert.deepEqual(parseServerEvent({ type: marker, extra: 1 }), { type: marker });
   });
 
