@@ -655,11 +655,7 @@ impl LocalCore {
             Some(Draft { generation: Some(generation), held, .. })
                 if current.is_none_or(|current| current < generation) =>
             {
-                self.cancel_response();
-                self.replies += 1;
-                self.response = Some(Response::new(Some(generation), String::new()));
-                self.last = None;
-                self.events.push_back(ProviderEvent::ResponseStarted);
+                self.begin_response(generation);
                 for outcome in held {
                     self.handle_outcome(outcome);
                 }
@@ -691,12 +687,17 @@ impl LocalCore {
     }
 
     fn reply(&mut self) {
-        self.cancel_response();
         let id = self.id();
-        self.replies += 1;
+        self.begin_response(id);
         let params = self.reply_params(self.replies);
         self.jobs.push_back(Job::Generate { id, messages: self.messages(), tools: self.cfg.tools.clone(), params });
-        self.response = Some(Response::new(Some(id), String::new()));
+    }
+
+    /// Makes `generation` the reply in progress (the one before is cancelled).
+    fn begin_response(&mut self, generation: u64) {
+        self.cancel_response();
+        self.replies += 1;
+        self.response = Some(Response::new(Some(generation), String::new()));
         self.last = None;
         self.events.push_back(ProviderEvent::ResponseStarted);
     }
