@@ -4,6 +4,7 @@
 //! `cargo test -p svc-phone --test dial -- --ignored`.
 
 mod baresip;
+mod room;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,9 +12,7 @@ use std::time::Duration;
 use baresip::Baresip;
 use svc_audio::analysis::{best_correlation, speech_like_signal};
 use svc_phone::{DialProgress, DialRequest, EndedBy, PhoneConfig, PhoneService};
-use svc_room::{
-    LocalJoinOptions, ParticipantKind, RemoteAudioDecoder, RoomCredentials, RoomEvent, RoomServer, RoomServerConfig,
-};
+use svc_room::{ParticipantKind, RemoteAudioDecoder, RoomEvent};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
@@ -42,23 +41,7 @@ async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
     file.extend(std::iter::repeat_n(0, 6 * RATE));
     let peer = Baresip::start("+15550199", &file).expect("baresip is installed (apt-get install -y baresip)");
 
-    let room_config = RoomServerConfig {
-        udp_port: 0,
-        node_ips: vec!["127.0.0.1".parse().expect("ip")],
-        empty_timeout: Duration::from_secs(30),
-        ..Default::default()
-    };
-    let room = RoomServer::start(room_config, RoomCredentials::new("key", "secret-secret-secret-secret-secret"))
-        .await
-        .expect("room server");
-    let agent_options = LocalJoinOptions {
-        identity: "agent".into(),
-        name: "agent".into(),
-        kind: ParticipantKind::Agent,
-        metadata: String::new(),
-        attributes: BTreeMap::new(),
-    };
-    let mut agent = room.join_local("session-room", agent_options).await.expect("agent joins");
+    let (room, mut agent) = room::with_agent("session-room").await;
     let voice = agent.publish_audio("agent-voice").await.expect("agent publishes");
 
     let shutdown = CancellationToken::new();

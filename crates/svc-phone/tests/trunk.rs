@@ -4,8 +4,8 @@
 
 #[path = "../../svc-sip/tests/peer/mod.rs"]
 mod peer;
+mod room;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -13,10 +13,7 @@ use peer::{contact_header, response};
 use rsip::{Method, SipMessage};
 use svc_audio::analysis::{best_correlation, speech_like_signal};
 use svc_phone::{DialProgress, DialRequest, EndedBy, PhoneCall, PhoneConfig, PhoneService};
-use svc_room::{
-    LocalJoinOptions, LocalParticipant, ParticipantKind, RemoteAudioDecoder, RoomCredentials, RoomEvent, RoomServer,
-    RoomServerConfig,
-};
+use svc_room::{LocalParticipant, ParticipantKind, RemoteAudioDecoder, RoomEvent, RoomServer};
 use svc_rtp::{G711, NtpTime, RtpSession, SessionConfig, TransmitKind};
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
@@ -36,23 +33,7 @@ struct Setup {
 async fn setup(ports: std::ops::RangeInclusive<u16>, media_timeout: Duration) -> Setup {
     let trunk = UdpSocket::bind("127.0.0.1:0").await.expect("bind trunk");
     let trunk_addr = trunk.local_addr().expect("trunk address");
-    let room_config = RoomServerConfig {
-        udp_port: 0,
-        node_ips: vec!["127.0.0.1".parse().expect("ip")],
-        empty_timeout: Duration::from_secs(30),
-        ..Default::default()
-    };
-    let room = RoomServer::start(room_config, RoomCredentials::new("key", "secret-secret-secret-secret-secret"))
-        .await
-        .expect("room server");
-    let options = LocalJoinOptions {
-        identity: "agent".into(),
-        name: "agent".into(),
-        kind: ParticipantKind::Agent,
-        metadata: String::new(),
-        attributes: BTreeMap::new(),
-    };
-    let agent = room.join_local(ROOM, options).await.expect("agent joins");
+    let (room, agent) = room::with_agent(ROOM).await;
     let shutdown = CancellationToken::new();
     let mut config = PhoneConfig::new(format!("sip:{trunk_addr}"), "+15550100", "127.0.0.1:0".parse().expect("addr"));
     config.rtp_ports = ports;

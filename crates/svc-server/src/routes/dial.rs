@@ -70,10 +70,7 @@ pub(crate) async fn dial_session(
         return Err(ApiError::code(ErrorCode::PhoneCallsDisabled, "Phone calls are disabled for this workspace"));
     }
     if !app.dispatcher.phone_available() {
-        return Err(ApiError::code(
-            ErrorCode::PhoneCallsDisabled,
-            "This server has no phone trunk configured, so it cannot place calls",
-        ));
+        return Err(no_trunk());
     }
     if let Some(number) = &params.caller_number {
         let pool = app.store.caller_numbers(&workspace.id).await?;
@@ -128,10 +125,7 @@ pub(crate) async fn dial_session(
             tracing::warn!(dial.id = %dial_id, %error, "could not forget a dial that was not placed");
         }
         return Err(match refusal {
-            DialRefusal::NoTrunk => ApiError::code(
-                ErrorCode::PhoneCallsDisabled,
-                "This server has no phone trunk configured, so it cannot place calls",
-            ),
+            DialRefusal::NoTrunk => no_trunk(),
             DialRefusal::NotRunning => ApiError::code(ErrorCode::SessionNotLive, "The session is not running"),
             DialRefusal::Failed(message) => {
                 tracing::warn!(dial.id = %dial_id, %message, "the runtime could not place a dial");
@@ -141,4 +135,9 @@ pub(crate) async fn dial_session(
     }
     tracing::info!(session.id = %session_id, dial.id = %dial_id, "dial placed");
     Ok((StatusCode::ACCEPTED, Json(DialAccepted { dial_id })))
+}
+
+/// 403 `phone_calls_disabled` for a server without `--sip-trunk` (the workspace may allow calls).
+fn no_trunk() -> ApiError {
+    ApiError::code(ErrorCode::PhoneCallsDisabled, "This server has no phone trunk configured, so it cannot place calls")
 }

@@ -75,33 +75,37 @@ async fn world(backend: Backend) -> World {
 
 impl World {
     async fn session(&self, id: &str, ended: bool) {
-        let now = svc_server::app::now_us();
-        self.t
-            .app
-            .store
-            .insert_session(&NewSession {
-                id,
-                workspace_id: &self.ws.id,
-                project_id: &self.project,
-                source: "live",
-                status: if ended { "completed" } else { "active" },
-                usage_status: "pending",
-                started_us: now,
-                ended_us: ended.then_some(now + 1),
-                provider: Some("provider_b"),
-                model: None,
-                title: None,
-                room_name: Some("room"),
-                config: None,
-                now_us: now,
-            })
-            .await
-            .expect("session");
+        insert_session(&self.t, &self.ws.id, &self.project, id, ended).await;
     }
 
     async fn dial(&self, session: &str, key: Option<&str>, body: Value) -> crate::common::Reply {
         self.t.post(&format!("/realtime/session/{session}/dial"), key, body).await
     }
+}
+
+/// A session of the project, live or ended.
+async fn insert_session(t: &TestApp, workspace_id: &str, project_id: &str, id: &str, ended: bool) {
+    let now = svc_server::app::now_us();
+    t.app
+        .store
+        .insert_session(&NewSession {
+            id,
+            workspace_id,
+            project_id,
+            source: "live",
+            status: if ended { "completed" } else { "active" },
+            usage_status: "pending",
+            started_us: now,
+            ended_us: ended.then_some(now + 1),
+            provider: Some("provider_b"),
+            model: None,
+            title: None,
+            room_name: Some("room"),
+            config: None,
+            now_us: now,
+        })
+        .await
+        .expect("session");
 }
 
 fn code(error: &Value) -> &str {
@@ -225,27 +229,7 @@ mod without_trunk {
             t.post("/realtime/session/any/dial", Some(&key), json!({"phone_number": CALLEE})).await.expect_error(404);
         assert_eq!(error["code"], "session_not_found");
         let project = t.app.store.default_project(&ws.id).await.expect("project").id;
-        let now = svc_server::app::now_us();
-        t.app
-            .store
-            .insert_session(&NewSession {
-                id: "live-1",
-                workspace_id: &ws.id,
-                project_id: &project,
-                source: "live",
-                status: "active",
-                usage_status: "pending",
-                started_us: now,
-                ended_us: None,
-                provider: Some("provider_b"),
-                model: None,
-                title: None,
-                room_name: Some("room"),
-                config: None,
-                now_us: now,
-            })
-            .await
-            .expect("session");
+        insert_session(&t, &ws.id, &project, "live-1", false).await;
         let error = t
             .post("/realtime/session/live-1/dial", Some(&key), json!({"phone_number": CALLEE}))
             .await
