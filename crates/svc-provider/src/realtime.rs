@@ -3,8 +3,9 @@
 //! (providers.md §3 and §5).
 //!
 //! What this codec guarantees, whatever the upstream does:
-//! - every `response.create` goes through one sequencer: sent only while no response is active
-//!   or requested, re-queued if the upstream still answers `conversation_already_has_active_response`;
+//! - every `response.create` goes through one sequencer (`sequencer.rs`): sent only while no
+//!   response is active or requested, re-queued if the upstream still answers
+//!   `conversation_already_has_active_response`;
 //! - every tool call is answered upstream exactly once (blocking calls by the runtime's result,
 //!   non-blocking ones at once with a "started" output, open calls at close by an error output);
 //! - truncation on barge-in is clamped to the audio received for the item and skipped when none;
@@ -23,6 +24,10 @@ use crate::api::{
 };
 use crate::codec::{Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, decode_pcm, encode_pcm, heard_text};
 use crate::usage;
+
+mod sequencer;
+
+use sequencer::{Gates, ResponseRequest, ResponseSequencer};
 
 /// Both directions run at 24 kHz PCM16.
 pub const RATE_HZ: u32 = 24_000;
@@ -176,13 +181,6 @@ fn xai_session(setup: &SessionSetup, instructions: &str) -> Value {
     json!({"type": "session.update", "session": session})
 }
 
-/// A requested `response.create`.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct ResponseRequest {
-    /// Per-response instructions (greetings).
-    instructions: Option<String>,
-}
-
 /// One tool call the upstream made and that is not settled yet.
 #[derive(Debug, Clone)]
 struct Call {
@@ -220,14 +218,8 @@ pub struct RealtimeCodec {
     /// A replacement upstream session is being set up.
     rotating: bool,
     greeted: bool,
-    response_active: bool,
-    response_started_ms: u64,
-    /// `event_id` of our `response.create` not yet answered by `response.created`.
-    create_in_flight: Option<String>,
-    /// Our `response.create`s by event id (to re-queue one the upstream refuses).
-    sent_creates: HashMap<String, ResponseRequest>,
-    create_queued: Option<ResponseRequest>,
-    cancel_sent: bool,
+    /// Every `response.create` and `response.cancel` goes through it.
+    responses: ResponseSequencer,
     assistant: Option<AssistantItem>,
     user_speaking: bool,
     /// User item id → speech start (ms since origin) and accumulated transcript.
@@ -235,9 +227,6 @@ pub struct RealtimeCodec {
     last_speech_started_ms: u64,
     last_audio_out: Option<Instant>,
     calls: BTreeMap<String, Call>,
-    /// A blocking output or a "started" output was sent: one `response.create` once all are answered.
-    followup_needed: bool,
-    event_seq: u64,
     muted: bool,
     /// An event without its `item_id` failed the current turn (reported once per turn).
     missing_item_reported: bool,
@@ -260,28 +249,16 @@ impl RealtimeCodec {
             rotation_due_since: None,
             rotating: false,
             greeted: false,
-            response_active: false,
-            response_started_ms: 0,
-            create_in_flight: None,
-            sent_creates: HashMap::new(),
-            create_queued: None,
-            cancel_sent: false,
+            responses: ResponseSequencer::default(),
             assistant: None,
             user_speaking: false,
             user_items: HashMap::new(),
             last_speech_started_ms: 0,
             last_audio_out: None,
             calls: BTreeMap::new(),
-            followup_needed: false,
-            event_seq: 0,
             muted: false,
             missing_item_reported: false,
         }
-    }
-
-    fn next_event_id(&mut self, kind: &str) -> String {
-        self.event_seq += 1;
-        format!("svc_{kind}_{}", self.event_seq)
     }
 
     fn instructions(&self) -> String {
@@ -299,32 +276,32 @@ impl RealtimeCodec {
     // ---- response sequencer -------------------------------------------------------------
 
     fn request_response(&mut self, request: ResponseRequest) {
-        let merged = match self.create_queued.take() {
-            Some(queued) => ResponseRequest { instructions: request.instructions.or(queued.instructions) },
-            None => request,
-        };
-        self.create_queued = Some(merged);
+        self.responses.request(request);
         self.pump_responses();
     }
 
+    /// Sends the queued `response.create` if the sequencer and the gates allow it.
     fn pump_responses(&mut self) {
-        if self.core.link != Link::Ready
-            || self.response_active
-            || self.create_in_flight.is_some()
-            || self.user_speaking
-            || self.calls.values().any(|call| !call.answered_upstream)
-        {
-            return;
+        let gates = Gates {
+            link_ready: self.core.link == Link::Ready,
+            user_speaking: self.user_speaking,
+            tool_call_open: self.tool_call_open(),
+        };
+        if let Some(create) = self.responses.poll_create(gates) {
+            self.core.send_json(&create.frame());
         }
-        let Some(request) = self.create_queued.take() else { return };
-        let event_id = self.next_event_id("response");
-        let mut frame = json!({"type": "response.create", "event_id": event_id});
-        if let Some(instructions) = &request.instructions {
-            frame["response"] = json!({"instructions": instructions});
+    }
+
+    /// Sends `response.cancel` unless no response is active or it was cancelled already.
+    fn cancel_response(&mut self) {
+        if self.responses.cancel() {
+            self.core.send_json(&json!({"type": "response.cancel"}));
         }
-        self.core.send_json(&frame);
-        self.sent_creates.insert(event_id.clone(), request);
-        self.create_in_flight = Some(event_id);
+    }
+
+    /// A tool call has no output upstream yet.
+    fn tool_call_open(&self) -> bool {
+        self.calls.values().any(|call| !call.answered_upstream)
     }
 
     // ---- input ------------------------------------------------------------------------------
@@ -368,10 +345,7 @@ impl RealtimeCodec {
                 Scheduling::Silent => {}
                 Scheduling::WhenIdle => self.request_response(ResponseRequest::default()),
                 Scheduling::Interrupt => {
-                    if self.response_active && !self.cancel_sent {
-                        self.core.send_json(&json!({"type": "response.cancel"}));
-                        self.cancel_sent = true;
-                    }
+                    self.cancel_response();
                     self.request_response(ResponseRequest::default());
                 }
             }
@@ -379,23 +353,19 @@ impl RealtimeCodec {
         }
         self.calls.remove(call_id);
         self.add_item(json!({"type": "function_call_output", "call_id": call_id, "output": text}));
-        self.followup_needed = true;
+        self.responses.expect_follow_up();
         self.maybe_follow_up();
     }
 
     /// One `response.create` after every output of the turn is in (parallel calls).
     fn maybe_follow_up(&mut self) {
-        if self.followup_needed && self.calls.values().all(|call| call.answered_upstream) && !self.response_active {
-            self.followup_needed = false;
-            self.request_response(ResponseRequest::default());
+        if self.responses.follow_up(self.tool_call_open()) {
+            self.pump_responses();
         }
     }
 
     fn barge_in(&mut self, played_ms: u64) {
-        if self.response_active && !self.cancel_sent {
-            self.core.send_json(&json!({"type": "response.cancel"}));
-            self.cancel_sent = true;
-        }
+        self.cancel_response();
         let Some(item) = self.assistant.as_mut() else { return };
         if item.truncated {
             return;
@@ -452,10 +422,9 @@ impl RealtimeCodec {
     // ---- rotation ----------------------------------------------------------------------------
 
     fn quiet(&self, now: Instant) -> bool {
-        !self.response_active
-            && self.create_in_flight.is_none()
+        self.responses.is_idle()
             && !self.user_speaking
-            && self.calls.values().all(|call| call.answered_upstream)
+            && !self.tool_call_open()
             && self.last_audio_out.is_none_or(|at| now.saturating_duration_since(at) >= self.setup.limits.quiet_gap)
     }
 
@@ -486,12 +455,8 @@ impl RealtimeCodec {
 
     /// Forget what belonged to the old upstream session.
     fn reset_upstream_state(&mut self) {
-        self.response_active = false;
-        self.create_in_flight = None;
-        self.sent_creates.clear();
-        self.cancel_sent = false;
+        self.responses.reset();
         self.user_speaking = false;
-        self.followup_needed = false;
         let lost: Vec<String> =
             self.calls.iter().filter(|(_, call)| !call.answered_upstream).map(|(id, _)| id.clone()).collect();
         self.calls.retain(|_, call| call.answered_upstream);
@@ -587,12 +552,7 @@ impl RealtimeCodec {
         if code == "conversation_already_has_active_response" {
             // Our create raced an automatic one: re-queue it, it goes out after response.done.
             let event_id = error.get("event_id").and_then(Value::as_str).unwrap_or("");
-            let request = self.sent_creates.remove(event_id).unwrap_or_default();
-            if self.create_in_flight.as_deref() == Some(event_id) || self.create_in_flight.is_some() {
-                self.create_in_flight = None;
-            }
-            self.response_active = true;
-            self.create_queued = Some(request);
+            self.responses.on_already_active(event_id);
             return;
         }
         if code == "session_expired" {
@@ -603,9 +563,8 @@ impl RealtimeCodec {
             || matches!(kind, "authentication_error" | "permission_error" | "insufficient_quota");
         if !fatal
             && let Some(event_id) = error.get("event_id").and_then(Value::as_str)
-            && self.create_in_flight.as_deref() == Some(event_id)
+            && self.responses.on_create_failed(event_id)
         {
-            self.create_in_flight = None;
             self.pump_responses();
         }
         let code = if code.is_empty() { kind.to_owned() } else { code };
@@ -622,9 +581,7 @@ impl RealtimeCodec {
         self.core.emit(ProviderEvent::UserSpeechStarted);
         // Our detector config sets `interrupt_response`: the server cancels the active response
         // itself, so a barge-in only needs to truncate.
-        if self.response_active {
-            self.cancel_sent = true;
-        }
+        self.responses.cancelled_by_server();
         if self.assistant.as_ref().is_some_and(|item| !item.truncated && item.samples > 0) {
             self.core.emit(ProviderEvent::Interrupted);
         }
@@ -716,7 +673,7 @@ impl RealtimeCodec {
         if self.assistant.as_ref().is_none_or(|item| item.id != item_id) {
             self.assistant = Some(AssistantItem {
                 id: item_id.to_owned(),
-                started_ms: self.response_started_ms,
+                started_ms: self.responses.started_ms(),
                 ..AssistantItem::default()
             });
         }
@@ -751,11 +708,7 @@ impl RealtimeCodec {
                 .to_owned();
             self.core.error(false, "response_failed", message);
         }
-        self.response_active = false;
-        self.cancel_sent = false;
-        // Only a create still in flight can be refused later; forget the others.
-        let in_flight = self.create_in_flight.clone();
-        self.sent_creates.retain(|id, _| in_flight.as_deref() == Some(id.as_str()));
+        self.responses.on_done();
         self.core.emit(ProviderEvent::ResponseDone { status });
         self.maybe_follow_up();
         self.pump_responses();
@@ -776,7 +729,7 @@ impl RealtimeCodec {
             // The model keeps talking: answer now, deliver the result later as context.
             self.add_item(json!({"type": "function_call_output", "call_id": call_id,
                 "output": "{\"status\":\"started\",\"note\":\"running in the background; the result will follow\"}"}));
-            self.followup_needed = true;
+            self.responses.expect_follow_up();
         }
         self.core.emit(ProviderEvent::ToolCall { call_id: call_id.to_owned(), name, arguments });
     }
@@ -805,10 +758,9 @@ impl RealtimeCodec {
                 self.on_user_transcript("completed", &done);
             }
             "response.created" => {
-                self.response_active = true;
                 self.missing_item_reported = false;
-                self.create_in_flight = None;
-                self.response_started_ms = self.core.ms(now);
+                let started_ms = self.core.ms(now);
+                self.responses.on_created(started_ms);
                 self.core.emit(ProviderEvent::ResponseStarted);
             }
             "response.output_item.added" => {
@@ -860,7 +812,7 @@ impl RealtimeCodec {
             }
             "response.output_text.done" | "response.text.done" => {
                 let text = event.get("text").and_then(Value::as_str).unwrap_or("").to_owned();
-                self.core.record_turn(self.response_started_ms, Role::Assistant, &text);
+                self.core.record_turn(self.responses.started_ms(), Role::Assistant, &text);
                 self.core.emit(ProviderEvent::ModelText { text, is_final: true, thought: false });
             }
             "response.function_call_arguments.done" => self.on_function_call(event),
