@@ -1,11 +1,12 @@
 //! The room actor: one task per room owns its [`RoomCore`] and carries out its outputs (signal
 //! messages, datagrams, in-process events). Everything that touches a room goes through its
-//! bounded command channel; the task ends when the room closes or stays empty too long.
+//! bounded command channel; the task ends when the room closes or the core says it expired
+//! (empty for too long).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
@@ -68,7 +69,6 @@ pub(crate) struct RoomActor {
     pub(crate) commands: mpsc::Receiver<RoomCommand>,
     pub(crate) sender: mpsc::Sender<RoomCommand>,
     pub(crate) mux: Arc<UdpMux>,
-    pub(crate) empty_timeout: Duration,
     pub(crate) shutdown: CancellationToken,
     /// Called once when the actor ends, to unregister the room.
     pub(crate) on_exit: Box<dyn FnOnce(RoomId) + Send>,
@@ -78,16 +78,13 @@ impl RoomActor {
     pub(crate) async fn run(mut self) {
         let mut signals: HashMap<Key, mpsc::Sender<proto::signal_response::Message>> = HashMap::new();
         let mut locals: HashMap<Key, mpsc::Sender<LocalOutput>> = HashMap::new();
-        let mut empty_since = Some(Instant::now());
         loop {
             let deadline = self.core.poll_timeout();
-            let empty_deadline = empty_since.map(|since| since + self.empty_timeout);
-            let wake = [deadline, empty_deadline].into_iter().flatten().min();
             let command = tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => Some(RoomCommand::Close { reason: LeaveReason::ServerShutdown }),
                 command = self.commands.recv() => command,
-                () = sleep_until(wake) => None,
+                () = sleep_until(deadline) => None,
             };
             let now = Instant::now();
             let mut closing = false;
@@ -126,16 +123,10 @@ impl RoomActor {
                     if deadline.is_some_and(|at| at <= now) {
                         self.core.handle_timeout(now);
                     }
-                    if empty_deadline.is_some_and(|at| at <= now) && self.core.is_empty() {
-                        closing = true;
-                    }
                 }
             }
-            self.carry_out(&mut signals, &mut locals);
-            if self.core.is_empty() {
-                empty_since.get_or_insert(now);
-            } else {
-                empty_since = None;
+            if self.carry_out(&mut signals, &mut locals) {
+                closing = true;
             }
             if closing {
                 break;
@@ -151,12 +142,14 @@ impl RoomActor {
         (self.on_exit)(self.id);
     }
 
+    /// Carries out the core's outputs; `true` when the core says the room expired.
     fn carry_out(
         &mut self,
         signals: &mut HashMap<Key, mpsc::Sender<proto::signal_response::Message>>,
         locals: &mut HashMap<Key, mpsc::Sender<LocalOutput>>,
-    ) {
+    ) -> bool {
         let mut too_slow = Vec::new();
+        let mut expired = false;
         loop {
             while let Some(output) = self.core.poll_output() {
                 match output {
@@ -193,6 +186,7 @@ impl RoomActor {
                         self.mux.add_route(ufrag, self.id, key, role, self.sender.clone());
                     }
                     CoreOutput::RoutesRemoved { key } => self.mux.remove_routes(self.id, key),
+                    CoreOutput::Expired => expired = true,
                 }
             }
             if too_slow.is_empty() {
@@ -206,6 +200,7 @@ impl RoomActor {
             }
         }
         locals.retain(|_, sender| !sender.is_closed());
+        expired
     }
 }
 

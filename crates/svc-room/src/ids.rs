@@ -1,40 +1,62 @@
 //! LiveKit-style identifiers. Official clients check the prefixes (`RM_`, `PA_`, `TR_`) and the
 //! Rust SDK `unwrap()`s the parse, so every id the room hands out has the right shape.
+//!
+//! Each room draws its ids from its own [`Ids`]: from entropy in the server, from a seed in the
+//! virtual-time tests, so that a failing run replays with the same ids.
 
-use rand::Rng;
 use rand::distributions::Alphanumeric;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 /// Length of the random part, as in LiveKit's own ids.
 const RANDOM_LEN: usize = 12;
 
-fn random_suffix() -> String {
-    rand::thread_rng().sample_iter(&Alphanumeric).take(RANDOM_LEN).map(char::from).collect()
+/// A room's source of ids.
+pub(crate) struct Ids {
+    rng: StdRng,
 }
 
-/// A new room id: `RM_` + random.
-pub(crate) fn room_sid() -> String {
-    format!("RM_{}", random_suffix())
-}
+impl Ids {
+    /// Unpredictable ids (the server).
+    pub(crate) fn from_entropy() -> Ids {
+        Ids { rng: StdRng::from_entropy() }
+    }
 
-/// A new participant id: `PA_` + random.
-pub(crate) fn participant_sid() -> String {
-    format!("PA_{}", random_suffix())
-}
+    /// The same ids for the same seed (tests).
+    #[cfg(test)]
+    pub(crate) fn seeded(seed: u64) -> Ids {
+        Ids { rng: StdRng::seed_from_u64(seed) }
+    }
 
-/// A new microphone audio track id: `TR_AM` + random (audio, microphone), as LiveKit names them.
-pub(crate) fn audio_track_sid() -> String {
-    format!("TR_AM{}", random_suffix())
-}
+    fn alphanumerics(&mut self, count: usize) -> String {
+        (&mut self.rng).sample_iter(&Alphanumeric).take(count).map(char::from).collect()
+    }
 
-/// A new ICE username fragment. The UDP demultiplexer routes STUN by it, so it must be unique
-/// across the process: 16 alphanumerics give ~95 bits.
-pub(crate) fn ice_ufrag() -> String {
-    rand::thread_rng().sample_iter(&Alphanumeric).take(16).map(char::from).collect()
-}
+    /// A new room id: `RM_` + random.
+    pub(crate) fn room_sid(&mut self) -> String {
+        format!("RM_{}", self.alphanumerics(RANDOM_LEN))
+    }
 
-/// A new ICE password (at least 128 bits of randomness, RFC 8445 §5.3).
-pub(crate) fn ice_password() -> String {
-    rand::thread_rng().sample_iter(&Alphanumeric).take(32).map(char::from).collect()
+    /// A new participant id: `PA_` + random.
+    pub(crate) fn participant_sid(&mut self) -> String {
+        format!("PA_{}", self.alphanumerics(RANDOM_LEN))
+    }
+
+    /// A new microphone audio track id: `TR_AM` + random (audio, microphone), as LiveKit names them.
+    pub(crate) fn audio_track_sid(&mut self) -> String {
+        format!("TR_AM{}", self.alphanumerics(RANDOM_LEN))
+    }
+
+    /// A new ICE username fragment. The UDP demultiplexer routes STUN by it, so it must be unique
+    /// across the process: 16 alphanumerics give ~95 bits.
+    pub(crate) fn ice_ufrag(&mut self) -> String {
+        self.alphanumerics(16)
+    }
+
+    /// A new ICE password (at least 128 bits of randomness, RFC 8445 §5.3).
+    pub(crate) fn ice_password(&mut self) -> String {
+        self.alphanumerics(32)
+    }
 }
 
 #[cfg(test)]
@@ -43,10 +65,18 @@ mod tests {
 
     #[test]
     fn ids_have_the_prefixes_clients_require() {
-        assert!(room_sid().starts_with("RM_"));
-        assert!(participant_sid().starts_with("PA_"));
-        assert!(audio_track_sid().starts_with("TR_AM"));
-        assert_ne!(ice_ufrag(), ice_ufrag());
-        assert!(ice_password().len() >= 22);
+        let mut ids = Ids::from_entropy();
+        assert!(ids.room_sid().starts_with("RM_"));
+        assert!(ids.participant_sid().starts_with("PA_"));
+        assert!(ids.audio_track_sid().starts_with("TR_AM"));
+        assert_ne!(ids.ice_ufrag(), ids.ice_ufrag());
+        assert!(ids.ice_password().len() >= 22);
+    }
+
+    #[test]
+    fn a_seed_gives_the_same_ids_and_two_rooms_from_entropy_do_not() {
+        assert_eq!(Ids::seeded(7).participant_sid(), Ids::seeded(7).participant_sid());
+        assert_ne!(Ids::seeded(7).participant_sid(), Ids::seeded(8).participant_sid());
+        assert_ne!(Ids::from_entropy().ice_ufrag(), Ids::from_entropy().ice_ufrag());
     }
 }

@@ -17,8 +17,11 @@ pub mod core;
 mod ids;
 mod local;
 pub mod model;
+mod rtc;
 mod server;
 mod signal;
+#[cfg(test)]
+mod sim;
 pub mod token;
 mod udp;
 

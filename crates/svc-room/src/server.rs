@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket as StdUdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::actor::{LOCAL_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
 use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore};
+use crate::ids::Ids;
 use crate::local::LocalParticipant;
 use crate::model::{LeaveReason, ParticipantKind};
 use crate::signal::RoomLink;
@@ -203,11 +204,17 @@ impl RoomServer {
         let actor = RoomActor {
             id,
             name: name.to_owned(),
-            core: RoomCore::new(name.to_owned(), unix_ms(), self.inner.settings.clone()),
+            core: RoomCore::new(
+                Instant::now(),
+                name.to_owned(),
+                unix_ms(),
+                self.inner.settings.clone(),
+                Ids::from_entropy(),
+                self.inner.config.empty_timeout,
+            ),
             commands,
             sender: sender.clone(),
             mux: self.inner.mux.clone(),
-            empty_timeout: self.inner.config.empty_timeout,
             shutdown: self.inner.shutdown.clone(),
             on_exit: Box::new(move |id| {
                 if let Some(inner) = weak.upgrade() {

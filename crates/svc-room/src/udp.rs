@@ -191,7 +191,7 @@ impl UdpMux {
 }
 
 /// The local (our) ufrag of a STUN binding request, if the datagram is one.
-fn stun_local_ufrag(datagram: &[u8]) -> Option<&str> {
+pub(crate) fn stun_local_ufrag(datagram: &[u8]) -> Option<&str> {
     // RFC 5389: first two bits zero, magic cookie at bytes 4..8, attributes after 20 bytes.
     if datagram.len() < 20 || datagram[0] & 0xC0 != 0 || datagram[4..8] != [0x21, 0x12, 0xA4, 0x42] {
         return None;

@@ -1,0 +1,523 @@
+//! The room's behaviours, in virtual time: join, publish, subscribe, renegotiation, data routing,
+//! attributes, leave reasons, the empty-room timeout and a slow subscriber. Each runs the real
+//! room core and real client cores (real ICE, DTLS, SCTP, SRTP) over the simulated network.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use livekit_protocol as proto;
+
+use super::{JoinOptions, Sim};
+use crate::client::{ClientError, ClientEvent};
+use crate::core::{Key, LocalCommand, LocalError, LocalReply, MAX_RELIABLE_BACKLOG_BYTES, Permissions};
+use crate::model::{LeaveReason, ParticipantKind, RoomEvent};
+
+const EMPTY_TIMEOUT: Duration = Duration::from_secs(300);
+/// Opus "silence" (a TOC byte and two bytes of frame): the room forwards payloads as they are.
+const FRAME: [u8; 3] = [0xF8, 0xFF, 0xFE];
+
+fn sim() -> Sim {
+    Sim::new(7, EMPTY_TIMEOUT)
+}
+
+fn state(info: &proto::ParticipantInfo) -> proto::participant_info::State {
+    proto::participant_info::State::try_from(info.state).expect("a known state")
+}
+
+fn reason(info: &proto::ParticipantInfo) -> proto::DisconnectReason {
+    proto::DisconnectReason::try_from(info.disconnect_reason).expect("a known reason")
+}
+
+fn metadata_request(request_id: u32, attributes: &[(&str, &str)]) -> proto::signal_request::Message {
+    proto::signal_request::Message::UpdateMetadata(proto::UpdateParticipantMetadata {
+        metadata: String::new(),
+        name: String::new(),
+        attributes: attributes.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        request_id,
+    })
+}
+
+/// Sends `count` frames, one per 20 ms of virtual time, with RTP timestamps 960 apart.
+fn stream_audio(sim: &mut Sim, key: Key, count: u64) {
+    for k in 0..count {
+        sim.send_audio(key, 960 * k, &FRAME);
+        sim.run_for(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Join
+
+#[test]
+fn clients_join_connect_within_a_few_round_trips_and_see_each_other() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    // ICE, DTLS and SCTP over a 1 ms path: tens of milliseconds, not the wall clock.
+    assert!(sim.elapsed() < Duration::from_millis(500), "{:?}", sim.elapsed());
+
+    let bob_info = sim.client(bob).info.clone().expect("a join response");
+    assert_eq!(bob_info.room_name, "test");
+    assert!(bob_info.room_sid.starts_with("RM_") && bob_info.participant_sid.starts_with("PA_"));
+    assert_eq!(bob_info.other_participants.iter().map(|p| p.identity.as_str()).collect::<Vec<_>>(), ["alice"]);
+    // Alice learns of Bob, and of Bob becoming active once his subscriber connection is up.
+    sim.run_until(Duration::from_secs(1), |sim| {
+        sim.client(alice).latest_info("bob").is_some_and(|info| state(&info) == proto::participant_info::State::Active)
+    });
+    let joined = sim.client(alice).latest_info("bob").expect("bob's info");
+    assert!(joined.version >= 2, "the update after the join has a newer version");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_ids() {
+    let ids = |seed| {
+        let mut sim = Sim::new(seed, EMPTY_TIMEOUT);
+        let key = sim.join("alice", JoinOptions::default());
+        sim.run_until(Duration::from_secs(1), |sim| sim.client(key).info.is_some());
+        let info = sim.client(key).info.clone().expect("joined");
+        (info.room_sid, info.participant_sid)
+    };
+    assert_eq!(ids(11), ids(11));
+    assert_ne!(ids(11), ids(12));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Publish, subscribe, renegotiation
+
+#[test]
+fn published_audio_reaches_every_subscriber_unchanged_and_the_publisher_learns_it_was_subscribed() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    let track = sim.publish_ready(alice);
+    assert!(track.starts_with("TR_AM"), "{track}");
+
+    sim.run_until(Duration::from_secs(2), |sim| {
+        sim.client(bob).events.iter().any(|e| matches!(e, ClientEvent::TrackSubscribed { .. }))
+    });
+    stream_audio(&mut sim, alice, 50);
+    sim.run_for(Duration::from_millis(100));
+
+    let heard = sim.client(bob).audio();
+    assert!(heard.len() >= 48, "bob heard {} of 50 frames", heard.len());
+    assert!(heard.iter().all(|(who, sid, _, opus)| who == "alice" && *sid == track && opus == &FRAME));
+    assert!(heard.windows(2).all(|pair| pair[1].2 == pair[0].2 + 960), "RTP timestamps advance by 960");
+
+    let agent_frames = sim
+        .local_events(agent)
+        .into_iter()
+        .filter(|e| matches!(e, RoomEvent::AudioFrame(frame) if &*frame.track_sid == track.as_str()))
+        .count();
+    assert!(agent_frames >= 48, "the in-process agent got {agent_frames} of 50 frames");
+    assert!(
+        sim.client(alice)
+            .events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::OwnTrackSubscribed { track_sid } if *track_sid == track))
+    );
+    // Bob publishes nothing, so Alice's subscriber connection carries no audio.
+    assert!(sim.client(alice).audio().is_empty());
+}
+
+#[test]
+fn a_late_joiner_gets_the_track_by_offer_and_a_leaving_publisher_is_renegotiated_away() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let track = sim.publish_ready(alice);
+    let carol = sim.join_ready("carol", JoinOptions::default());
+    sim.run_until(Duration::from_secs(2), |sim| {
+        sim.client(carol).events.iter().any(
+            |e| matches!(e, ClientEvent::TrackSubscribed { track_sid, participant_identity, .. } if *track_sid == track && participant_identity == "alice"),
+        )
+    });
+    let offers_before = sim.client(carol).offers();
+
+    sim.leave(alice);
+    sim.run_for(Duration::from_millis(50));
+    let gone = sim.client(carol).latest_info("alice").expect("alice's last update");
+    assert_eq!(state(&gone), proto::participant_info::State::Disconnected);
+    assert_eq!(reason(&gone), proto::DisconnectReason::ClientInitiated);
+    assert_eq!(sim.client(carol).offers(), offers_before + 1, "the track's m-line is taken away by a new offer");
+    assert_eq!(sim.client(alice).closed, Some(None), "a leave closes without an error");
+}
+
+#[test]
+fn without_auto_subscribe_a_client_receives_exactly_what_it_subscribes_to() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let track = sim.publish_ready(alice);
+    let bob = sim.join_ready("bob", JoinOptions { auto_subscribe: false, ..JoinOptions::default() });
+    stream_audio(&mut sim, alice, 10);
+    assert!(sim.client(bob).audio().is_empty(), "nothing before a subscription");
+
+    let subscription = |subscribe| {
+        proto::signal_request::Message::Subscription(proto::UpdateSubscription {
+            track_sids: vec![track.clone()],
+            subscribe,
+            participant_tracks: Vec::new(),
+        })
+    };
+    sim.signal(bob, subscription(true));
+    sim.run_until(Duration::from_secs(2), |sim| {
+        sim.client(bob).events.iter().any(|e| matches!(e, ClientEvent::TrackSubscribed { .. }))
+    });
+    stream_audio(&mut sim, alice, 20);
+    let subscribed = sim.client(bob).audio().len();
+    assert!(subscribed >= 18, "{subscribed} of 20 frames while subscribed");
+
+    sim.signal(bob, subscription(false));
+    sim.run_for(Duration::from_millis(100));
+    let at_unsubscribe = sim.client(bob).audio().len();
+    stream_audio(&mut sim, alice, 20);
+    assert_eq!(sim.client(bob).audio().len(), at_unsubscribe, "no audio after unsubscribing");
+}
+
+#[test]
+fn an_in_process_track_is_encoded_paced_and_reaches_clients() {
+    let mut sim = sim();
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    let LocalReply::TrackPublished { track_sid, played_samples } =
+        sim.local(agent, LocalCommand::PublishAudio { name: "voice".to_owned() })
+    else {
+        panic!("the agent's track is published");
+    };
+    sim.run_until(Duration::from_secs(2), |sim| {
+        sim.client(bob).events.iter().any(|e| matches!(e, ClientEvent::TrackSubscribed { .. }))
+    });
+    // One second of a 440 Hz tone, pushed at once: the room paces it out at 20 ms per frame.
+    let pcm: Vec<i16> = (0..48_000)
+        .map(|n| (8000.0 * (2.0 * std::f32::consts::PI * 440.0 * n as f32 / 48_000.0).sin()) as i16)
+        .collect();
+    assert!(matches!(
+        sim.local(agent, LocalCommand::PushAudio { track_sid: track_sid.clone(), pcm }),
+        LocalReply::Done
+    ));
+    sim.run_for(Duration::from_millis(500));
+    let halfway = sim.client(bob).audio().len();
+    sim.run_for(Duration::from_millis(700));
+    let all = sim.client(bob).audio();
+    assert!((20..=30).contains(&halfway), "paced: {halfway} frames after half a second");
+    assert!(all.len() >= 49, "{} frames of 50", all.len());
+    assert!(all.iter().all(|(who, sid, _, _)| who == "agent" && *sid == track_sid));
+    assert_eq!(played_samples.load(std::sync::atomic::Ordering::Relaxed), 48_000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+#[test]
+fn data_goes_to_everyone_else_or_only_to_its_destinations_with_the_sender_set_by_the_room() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let carol = sim.join_ready("carol", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+
+    sim.send_data(alice, b"to all", Some("chat"), true, &[]).expect("sent");
+    sim.send_data(alice, b"to carol", None, true, &["carol"]).expect("sent");
+    sim.send_data(alice, b"lossy", None, false, &["bob"]).expect("sent");
+    sim.run_for(Duration::from_millis(50));
+
+    let packet = |payload: &[u8], topic: Option<&str>, reliable| {
+        ("alice".to_owned(), topic.map(str::to_owned), payload.to_vec(), reliable)
+    };
+    assert_eq!(sim.client(bob).data(), [packet(b"to all", Some("chat"), true), packet(b"lossy", None, false)]);
+    assert_eq!(sim.client(carol).data(), [packet(b"to all", Some("chat"), true), packet(b"to carol", None, true)]);
+    assert!(sim.client(alice).data().is_empty(), "nobody hears their own data");
+    let agent_data: Vec<_> = sim
+        .local_events(agent)
+        .into_iter()
+        .filter_map(|e| match e {
+            RoomEvent::Data(data) => Some((data.from_identity.clone(), data.payload.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(agent_data, [("alice".to_owned(), Bytes::from_static(b"to all"))]);
+
+    // The agent speaks on the data channel too; its destinations are honoured the same way.
+    let reply = sim.local(
+        agent,
+        LocalCommand::SendData {
+            payload: Bytes::from_static(b"hello bob"),
+            topic: Some("lk.chat".to_owned()),
+            reliable: true,
+            destinations: vec!["bob".to_owned()],
+        },
+    );
+    assert!(matches!(reply, LocalReply::Done));
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(
+        sim.client(bob).data().last(),
+        Some(&("agent".to_owned(), Some("lk.chat".to_owned()), b"hello bob".to_vec(), true))
+    );
+    assert_eq!(sim.client(carol).data().len(), 2, "carol was not a destination");
+}
+
+#[test]
+fn data_without_the_grant_is_dropped_and_oversized_data_is_refused_at_the_source() {
+    let mut sim = sim();
+    let quiet = Permissions { can_publish_data: false, ..Permissions::ALL };
+    let mute = sim.join_ready("mute", JoinOptions { permissions: quiet, ..JoinOptions::default() });
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    sim.send_data(mute, b"not allowed", None, true, &[]).expect("the client sends; the room drops");
+    sim.run_for(Duration::from_millis(50));
+    assert!(sim.client(bob).data().is_empty());
+
+    let reply = sim.local(
+        agent,
+        LocalCommand::SendData {
+            payload: Bytes::from(vec![0u8; 70_000]),
+            topic: None,
+            reliable: true,
+            destinations: Vec::new(),
+        },
+    );
+    assert!(matches!(reply, LocalReply::Failed(LocalError::PacketTooLarge(_))), "{reply:?}");
+    assert!(matches!(sim.send_data(bob, &[0u8; 70_000], None, true, &[]), Err(ClientError::PacketTooLarge(70_000))));
+}
+
+#[test]
+fn a_slow_subscriber_gets_a_bounded_backlog_in_order_and_does_not_hold_up_the_others() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let fast = sim.join_ready("fast", JoinOptions::default());
+    let slow = sim.join_ready("slow", JoinOptions::default());
+    sim.client_mut(slow).hold_inbound = true;
+
+    // 1.8 MB of reliable data in 40 KB packets, each numbered (inside Alice's data budget of a
+    // 2 MiB burst; past the slow one's 1 MiB backlog); Alice's own SCTP buffer paces her.
+    let packets = 45u32;
+    let mut sent = 0;
+    while sent < packets {
+        let mut payload = sent.to_be_bytes().to_vec();
+        payload.resize(40_000, 0xAB);
+        match sim.send_data(alice, &payload, None, true, &[]) {
+            Ok(()) => sent += 1,
+            Err(ClientError::BufferFull) => {}
+            Err(error) => panic!("send failed: {error}"),
+        }
+        sim.run_for(Duration::from_millis(5));
+        assert!(
+            sim.room.reliable_backlog_bytes(slow) <= MAX_RELIABLE_BACKLOG_BYTES,
+            "the room's backlog for the slow subscriber stays bounded"
+        );
+    }
+    sim.run_until(Duration::from_secs(10), |sim| sim.client(fast).data().len() == packets as usize);
+    let numbers = |sim: &Sim, key| -> Vec<u32> {
+        sim.client(key)
+            .data()
+            .iter()
+            .map(|(_, _, payload, _)| u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]))
+            .collect()
+    };
+    assert_eq!(numbers(&sim, fast), (0..packets).collect::<Vec<_>>(), "the fast subscriber got everything, in order");
+    assert!(sim.client(slow).data().is_empty());
+
+    sim.release(slow);
+    sim.run_for(Duration::from_secs(10));
+    let got = numbers(&sim, slow);
+    assert!(!got.is_empty() && got.len() < packets as usize, "the slow one lost the overflow: {} packets", got.len());
+    assert!(got.windows(2).all(|pair| pair[0] < pair[1]), "what it got is in order, without duplicates: {got:?}");
+    assert_eq!(got[0], 0, "the oldest data is kept, the overflow dropped");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attributes
+
+#[test]
+fn attribute_updates_are_answered_reach_everyone_with_a_newer_version_and_need_the_grant() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let no_grant = Permissions { can_update_metadata: false, ..Permissions::ALL };
+    let bob = sim.join_ready("bob", JoinOptions { permissions: no_grant, ..JoinOptions::default() });
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    sim.run_for(Duration::from_millis(50));
+    let version = sim.client(bob).latest_info("alice").map(|info| info.version).expect("bob knows alice");
+
+    sim.signal(alice, metadata_request(7, &[("mood", "happy")]));
+    sim.run_for(Duration::from_millis(20));
+    let answers = sim.client(alice).request_responses();
+    assert_eq!(answers.len(), 1);
+    assert_eq!((answers[0].request_id, answers[0].reason), (7, proto::request_response::Reason::Ok as i32));
+    let seen = sim.client(bob).latest_info("alice").expect("an update");
+    assert_eq!(seen.attributes.get("mood").map(String::as_str), Some("happy"));
+    assert!(seen.version > version);
+    assert_eq!(
+        sim.client(alice).latest_info("alice").and_then(|info| info.attributes.get("mood").cloned()).as_deref(),
+        Some("happy"),
+        "the sender sees its own update (clients resolve setAttributes by it)"
+    );
+    let changed = sim.local_events(agent).into_iter().find_map(|e| match e {
+        RoomEvent::ParticipantUpdated { participant, .. } if participant.identity == "alice" => {
+            participant.attributes.get("mood").cloned()
+        }
+        _ => None,
+    });
+    assert_eq!(changed.as_deref(), Some("happy"));
+
+    // An empty value deletes; an unchanged value is answered but not broadcast.
+    sim.signal(alice, metadata_request(8, &[("mood", "")]));
+    sim.run_for(Duration::from_millis(20));
+    assert!(sim.client(bob).latest_info("alice").expect("update").attributes.is_empty());
+    let updates = sim.client(bob).signals.len();
+    sim.signal(alice, metadata_request(9, &[("mood", "")]));
+    sim.run_for(Duration::from_millis(20));
+    assert_eq!(sim.client(bob).signals.len(), updates, "no change, no update");
+
+    // Without the grant: refused, nobody hears of it.
+    sim.signal(bob, metadata_request(10, &[("mood", "sneaky")]));
+    // Over the size limit: refused whole.
+    sim.signal(alice, metadata_request(11, &[("big", &"x".repeat(70_000))]));
+    sim.run_for(Duration::from_millis(20));
+    let refused = sim.client(bob).request_responses();
+    assert_eq!(refused.last().map(|r| r.reason), Some(proto::request_response::Reason::NotAllowed as i32));
+    let too_big = sim.client(alice).request_responses();
+    assert_eq!(too_big.last().map(|r| r.reason), Some(proto::request_response::Reason::LimitExceeded as i32));
+    assert!(sim.client(alice).latest_info("bob").is_none_or(|info| info.attributes.is_empty()));
+
+    // The agent's attributes reach the clients.
+    let attributes = BTreeMap::from([("lk.agent.state".to_owned(), "listening".to_owned())]);
+    assert!(matches!(sim.local(agent, LocalCommand::SetAttributes { attributes }), LocalReply::Done));
+    sim.run_for(Duration::from_millis(20));
+    let agent_info = sim.client(alice).latest_info("agent").expect("the agent's update");
+    assert_eq!(agent_info.attributes.get("lk.agent.state").map(String::as_str), Some("listening"));
+    assert_eq!(agent_info.kind, proto::participant_info::Kind::Agent as i32);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leaving
+
+#[test]
+fn a_second_join_with_the_same_identity_replaces_the_first_with_the_reason() {
+    let mut sim = sim();
+    let first = sim.join_ready("alice", JoinOptions::default());
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let second = sim.join_ready("alice", JoinOptions::default());
+    assert_eq!(sim.client(first).left(), Some(proto::DisconnectReason::DuplicateIdentity));
+    assert_eq!(sim.client(first).closed, Some(None), "a leave after being connected is an orderly end");
+    let first_sid = sim.client(first).info.clone().expect("joined").participant_sid;
+    let gone = sim.client(bob).events.iter().find_map(|e| match e {
+        ClientEvent::ParticipantUpdate(info)
+            if info.sid == first_sid && state(info) == proto::participant_info::State::Disconnected =>
+        {
+            Some(reason(info))
+        }
+        _ => None,
+    });
+    assert_eq!(gone, Some(proto::DisconnectReason::DuplicateIdentity));
+    assert!(sim.client(second).closed.is_none(), "the new one stays");
+}
+
+#[test]
+fn removal_room_close_and_a_broken_offer_each_name_their_reason() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let carol = sim.join_ready("carol", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+
+    assert!(matches!(
+        sim.local(agent, LocalCommand::RemoveParticipant { identity: "bob".to_owned() }),
+        LocalReply::Removed(true)
+    ));
+    assert!(matches!(
+        sim.local(agent, LocalCommand::RemoveParticipant { identity: "nobody".to_owned() }),
+        LocalReply::Removed(false)
+    ));
+    sim.run_for(Duration::from_millis(20));
+    assert_eq!(sim.client(bob).left(), Some(proto::DisconnectReason::ParticipantRemoved));
+
+    sim.signal(
+        carol,
+        proto::signal_request::Message::Offer(proto::SessionDescription {
+            r#type: "offer".to_owned(),
+            sdp: "this is not SDP".to_owned(),
+            id: 99,
+            mid_to_track_id: Default::default(),
+        }),
+    );
+    sim.run_for(Duration::from_millis(20));
+    assert_eq!(sim.client(carol).left(), Some(proto::DisconnectReason::StateMismatch));
+    let agent_saw: Vec<(String, LeaveReason)> = sim
+        .local_events(agent)
+        .into_iter()
+        .filter_map(|e| match e {
+            RoomEvent::ParticipantLeft { identity, reason, .. } => Some((identity.clone(), *reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        agent_saw,
+        [("bob".to_owned(), LeaveReason::ParticipantRemoved), ("carol".to_owned(), LeaveReason::StateMismatch)]
+    );
+
+    sim.close_room(LeaveReason::RoomDeleted);
+    sim.run_for(Duration::from_millis(20));
+    assert_eq!(sim.client(alice).left(), Some(proto::DisconnectReason::RoomDeleted));
+    assert!(
+        sim.local_events(agent)
+            .iter()
+            .any(|e| matches!(e, RoomEvent::Disconnected { reason: LeaveReason::RoomDeleted }))
+    );
+    assert!(sim.room.is_empty());
+}
+
+#[test]
+fn a_client_whose_path_dies_is_removed_for_media_failure_within_the_timeouts() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let cut_at = sim.elapsed();
+    sim.client_mut(alice).unplugged = true;
+    sim.run_until(Duration::from_secs(60), |sim| {
+        sim.client(bob)
+            .latest_info("alice")
+            .is_some_and(|info| state(&info) == proto::participant_info::State::Disconnected)
+    });
+    let gone = sim.client(bob).latest_info("alice").expect("alice's last update");
+    assert_eq!(reason(&gone), proto::DisconnectReason::MediaFailure);
+    let took = sim.elapsed() - cut_at;
+    assert!(took > Duration::from_secs(2) && took <= Duration::from_secs(31), "removed after {took:?}");
+}
+
+#[test]
+fn a_client_that_stops_hearing_the_server_gives_up_at_the_ping_timeout() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let joined_at = sim.elapsed();
+    // Signal messages stop (pongs included) while media flows: after ping_timeout (15 s since
+    // the last message she heard, which came just before she was ready) she closes.
+    sim.signal_latency = Duration::from_secs(3600);
+    sim.run_until(Duration::from_secs(30), |sim| sim.client(alice).closed.is_some());
+    assert_eq!(
+        sim.client(alice).closed,
+        Some(Some(ClientError::Timeout("the server (ping timeout)"))),
+        "closed by the ping timeout"
+    );
+    let took = sim.elapsed() - joined_at;
+    assert!(took >= Duration::from_secs(14) && took <= Duration::from_secs(15), "{took:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The empty room
+
+#[test]
+fn an_empty_room_expires_after_its_timeout_and_a_join_in_between_restarts_the_clock() {
+    let mut sim = sim();
+    sim.run_for(EMPTY_TIMEOUT - Duration::from_secs(1));
+    assert!(!sim.expired, "not before the timeout");
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    sim.run_for(Duration::from_secs(10));
+    assert!(!sim.expired, "an occupied room does not expire");
+    sim.leave(alice);
+    sim.run_for(Duration::from_millis(10));
+    assert!(sim.room.is_empty());
+    let emptied = sim.elapsed();
+    sim.run_until(EMPTY_TIMEOUT + Duration::from_secs(1), |sim| sim.expired);
+    let after = sim.elapsed() - emptied;
+    assert!(after >= EMPTY_TIMEOUT - Duration::from_millis(20) && after <= EMPTY_TIMEOUT, "expired after {after:?}");
+}
