@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 pub use crate::engines::{Brain, LocalConfig, LocalEngines, Unavailable};
 pub use crate::models::ModelsDir;
 
-/// The model catalog's family of the local provider.
-pub const FAMILY: &str = "local";
+/// The model catalog's family of the local provider (the provider table's, in svc-domain).
+pub const FAMILY: &str = svc_domain::model::LOCAL_FAMILY;
 /// The rate the pipeline takes user audio at (send `NativeAudio` at this rate).
 pub const INPUT_RATE_HZ: u32 = core::RATE_HZ;
 /// Reply length when the session sets none: a spoken answer of a few sentences.

@@ -20,28 +20,27 @@ pub const GEMINI_DEFAULT_VERSION: &str = "v1beta";
 /// Default xAI base URL.
 pub const XAI_DEFAULT_BASE: &str = "https://api.x.ai/v1";
 
-/// An upstream API family (the model catalog's `family`).
+pub use crate::family::Family;
+
+/// An upstream account: one key and base URL in the environment, which every family of that
+/// vendor connects with (a row of [`crate::family::FAMILIES`] names its account).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// Google Gemini Live (provider_a).
-    Gemini,
-    /// OpenAI Realtime (provider_b, provider_b_mini).
+pub enum Account {
+    /// OpenAI (Realtime and GPT-Live).
     OpenAi,
-    /// OpenAI GPT-Live (provider_b_live).
-    OpenAiLive,
-    /// xAI Grok voice (provider_c).
+    /// Google Gemini.
+    Gemini,
+    /// xAI.
     Xai,
 }
 
-impl Family {
-    /// Parses the catalog spelling.
-    pub fn from_catalog(family: &str) -> Option<Family> {
-        match family {
-            "gemini" => Some(Family::Gemini),
-            "openai" => Some(Family::OpenAi),
-            "openai_live" => Some(Family::OpenAiLive),
-            "xai" => Some(Family::Xai),
-            _ => None,
+impl Account {
+    /// The variable(s) holding the account's key, for "no key" messages.
+    pub const fn key_variable(self) -> &'static str {
+        match self {
+            Account::Gemini => "GEMINI_API_KEY (or GOOGLE_API_KEY)",
+            Account::OpenAi => "OPENAI_API_KEY",
+            Account::Xai => "XAI_API_KEY",
         }
     }
 }
@@ -122,13 +121,18 @@ impl ProviderEnv {
         })
     }
 
-    /// Credentials of `family`.
-    pub fn credentials(&self, family: Family) -> Option<&Credentials> {
-        match family {
-            Family::Gemini => self.gemini.as_ref(),
-            Family::OpenAi | Family::OpenAiLive => self.openai.as_ref(),
-            Family::Xai => self.xai.as_ref(),
+    /// Credentials of `account`.
+    pub fn account(&self, account: Account) -> Option<&Credentials> {
+        match account {
+            Account::Gemini => self.gemini.as_ref(),
+            Account::OpenAi => self.openai.as_ref(),
+            Account::Xai => self.xai.as_ref(),
         }
+    }
+
+    /// Credentials of `family`: its account's.
+    pub fn credentials(&self, family: Family) -> Option<&Credentials> {
+        self.account(family.spec().account)
     }
 
     /// Whether the catalog family (`gemini`, `openai`, `openai_live`, `xai`) has a key.
@@ -138,11 +142,7 @@ impl ProviderEnv {
 
     /// The name of the key variable of `family`, for "no key" messages.
     pub fn key_variable(family: Family) -> &'static str {
-        match family {
-            Family::Gemini => "GEMINI_API_KEY (or GOOGLE_API_KEY)",
-            Family::OpenAi | Family::OpenAiLive => "OPENAI_API_KEY",
-            Family::Xai => "XAI_API_KEY",
-        }
+        family.spec().account.key_variable()
     }
 }
 

@@ -225,17 +225,18 @@ impl ProviderKeys {
     /// Whether the upstream API family (the model catalog's `family`: `gemini`, `openai`,
     /// `openai_live`, `xai`) has credentials.
     pub fn has_family(&self, family: &str) -> bool {
-        match family {
-            "gemini" => self.gemini,
-            "openai" | "openai_live" => self.openai,
-            "xai" => self.xai,
-            _ => false,
-        }
+        use svc_provider::endpoint::{Account, Family};
+        // Which account a family uses is svc-provider's family table; only the accounts are here.
+        Family::from_catalog(family).is_some_and(|family| match family.spec().account {
+            Account::Gemini => self.gemini,
+            Account::OpenAi => self.openai,
+            Account::Xai => self.xai,
+        })
     }
 }
 
-/// Provider aliases of the contract, in the order of the model module's `Provider` (the one list
-/// of them: a provider is added there).
+/// Provider aliases of the contract, in the order of svc-domain's provider table
+/// (`svc_domain::model::PROVIDERS`, the one list of them: a provider is added there).
 pub fn provider_aliases() -> Vec<&'static str> {
     svc_domain::model::Provider::ALL.iter().map(|provider| provider.as_str()).collect()
 }

@@ -27,8 +27,9 @@ pub struct ModelCatalog {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AliasEntry {
-    /// Upstream API family (`gemini`, `openai`, `openai_live`, `xai`); the server maps it to an
-    /// API key.
+    /// Upstream API family (`gemini`, `openai`, `openai_live`, `xai`, `local`), always the
+    /// provider table's ([`super::ProviderSpec::family`]): a catalog file may omit it, and one
+    /// that names another is refused. The server maps it to an API key.
     pub family: String,
     /// Model id used when a request names only the alias, or no model at all.
     pub default_model: String,
@@ -69,9 +70,24 @@ pub struct ModelEntry {
 #[serde(deny_unknown_fields)]
 struct RawCatalog {
     default_alias: Provider,
-    aliases: BTreeMap<Provider, AliasEntry>,
+    aliases: BTreeMap<Provider, RawAlias>,
     #[serde(default)]
     models: Vec<ModelEntry>,
+}
+
+/// An `[aliases.…]` table of the file: an [`AliasEntry`] whose `family` may be left to the
+/// provider table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlias {
+    #[serde(default)]
+    family: Option<String>,
+    default_model: String,
+    default_voice: String,
+    #[serde(default)]
+    default_responses_model: Option<String>,
+    #[serde(default)]
+    session_cap_seconds: Option<u32>,
 }
 
 impl TryFrom<RawCatalog> for ModelCatalog {
@@ -95,16 +111,23 @@ impl TryFrom<RawCatalog> for ModelCatalog {
                     model.id, model.alias, model.alias
                 ));
             }
-            if !model.thinking_levels.is_empty() && model.alias != Provider::ProviderA {
+            if !model.thinking_levels.is_empty() && !model.alias.spec().thinking_levels {
                 problems.push(format!(
-                    "models[{position}]: thinking_levels apply to provider_a models only, not {:?}",
+                    "models[{position}]: thinking_levels apply to {} models only, not {:?}",
+                    Provider::aliases_where(|spec| spec.thinking_levels),
                     model.id
                 ));
             }
         }
         for (alias, entry) in &raw.aliases {
-            if entry.family.trim().is_empty() {
-                problems.push(format!("aliases.{alias}: family must be non-empty"));
+            let family = alias.spec().family;
+            match &entry.family {
+                Some(named) if named.trim().is_empty() => {
+                    problems.push(format!("aliases.{alias}: family must be non-empty"))
+                }
+                Some(named) if named != family => problems
+                    .push(format!("aliases.{alias}: family must be {family}, the provider's own (or be omitted)")),
+                _ => {}
             }
             if entry.default_voice.trim().is_empty() {
                 problems.push(format!("aliases.{alias}: default_voice must be non-empty"));
@@ -120,22 +143,34 @@ impl TryFrom<RawCatalog> for ModelCatalog {
                 )),
                 Some(_) => {}
             }
-            match (&entry.default_responses_model, alias) {
-                (Some(_), Provider::ProviderBLive) => {}
-                (Some(_), _) => {
-                    problems.push(format!("aliases.{alias}: default_responses_model applies to provider_b_live only"))
-                }
-                (None, Provider::ProviderBLive) => {
-                    problems.push(format!("aliases.{alias}: default_responses_model is required"))
-                }
-                (None, _) => {}
+            match (&entry.default_responses_model, alias.spec().responses_backend) {
+                (Some(_), true) | (None, false) => {}
+                (Some(_), false) => problems.push(format!(
+                    "aliases.{alias}: default_responses_model applies to {} only",
+                    Provider::aliases_where(|spec| spec.responses_backend)
+                )),
+                (None, true) => problems.push(format!("aliases.{alias}: default_responses_model is required")),
             }
         }
         if !raw.aliases.contains_key(&raw.default_alias) {
             problems.push(format!("default_alias {} has no [aliases.{}] table", raw.default_alias, raw.default_alias));
         }
         if problems.is_empty() {
-            Ok(ModelCatalog { default_alias: raw.default_alias, aliases: raw.aliases, models: raw.models })
+            let aliases = raw
+                .aliases
+                .into_iter()
+                .map(|(alias, entry)| {
+                    let entry = AliasEntry {
+                        family: alias.spec().family.to_owned(),
+                        default_model: entry.default_model,
+                        default_voice: entry.default_voice,
+                        default_responses_model: entry.default_responses_model,
+                        session_cap_seconds: entry.session_cap_seconds,
+                    };
+                    (alias, entry)
+                })
+                .collect();
+            Ok(ModelCatalog { default_alias: raw.default_alias, aliases, models: raw.models })
         } else {
             Err(format!("invalid model catalog: {}", problems.join("; ")))
         }

@@ -293,70 +293,114 @@ fn parse_block(value: &Value, loc: &Loc, issues: &mut Issues) -> Option<Provider
         return None;
     };
     let model_id = model_id(&mut fields, issues);
-    let block = match provider {
-        Provider::ProviderA => ProviderBlock::ProviderA(ProviderABlock {
-            model_id,
-            temperature: number(&mut fields, "temperature", 0.0, PROVIDER_A_TEMPERATURE_MAX, issues),
-            max_output_tokens: integer(&mut fields, "max_output_tokens", 1, PROVIDER_A_MAX_OUTPUT_TOKENS_MAX, issues),
-            thinking_level: choice(&mut fields, "thinking_level", issues),
-            include_thoughts: boolean(&mut fields, "include_thoughts", issues),
-            turn_detection: choice(&mut fields, "turn_detection", issues),
-            end_of_speech_sensitivity: choice(&mut fields, "end_of_speech_sensitivity", issues),
-            silence_duration_ms: integer(&mut fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
-            prefix_padding_ms: integer(&mut fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
-            svc_vad: svc_vad(&mut fields, issues),
-        }),
-        Provider::ProviderB => ProviderBlock::ProviderB(ProviderBBlock {
-            model_id,
-            turn_detection: choice(&mut fields, "turn_detection", issues),
-            eagerness: choice(&mut fields, "eagerness", issues),
-            silence_duration_ms: integer(&mut fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
-            prefix_padding_ms: integer(&mut fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
-        }),
-        Provider::ProviderBMini => ProviderBlock::ProviderBMini(ProviderBMiniBlock { model_id }),
-        Provider::ProviderBLive => ProviderBlock::ProviderBLive(ProviderBLiveBlock {
-            model_id,
-            responses_model: fields
-                .optional_string("responses_model", RESPONSES_MODEL_MAX_CHARS, issues)
-                .map(str::to_owned),
-            responses_instructions: fields
-                .optional_string("responses_instructions", INSTRUCTIONS_MAX_CHARS, issues)
-                .map(str::to_owned),
-            reasoning_effort: choice(&mut fields, "reasoning_effort", issues),
-            verbosity: choice(&mut fields, "verbosity", issues),
-            tool_choice: choice(&mut fields, "tool_choice", issues),
-            parallel_tool_calls: boolean(&mut fields, "parallel_tool_calls", issues),
-            max_output_tokens: integer(
-                &mut fields,
-                "max_output_tokens",
-                LIVE_MAX_OUTPUT_TOKENS_MIN,
-                LIVE_MAX_OUTPUT_TOKENS_MAX,
-                issues,
-            ),
-            service_tier: choice(&mut fields, "service_tier", issues),
-            delegation: choice(&mut fields, "delegation", issues),
-        }),
-        Provider::ProviderC => ProviderBlock::ProviderC(ProviderCBlock {
-            model_id,
-            turn_detection: choice(&mut fields, "turn_detection", issues),
-            silence_duration_ms: integer(&mut fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
-            prefix_padding_ms: integer(&mut fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
-            reasoning_effort: choice(&mut fields, "reasoning_effort", issues),
-            speed: number(&mut fields, "speed", SPEED_MIN, SPEED_MAX, issues),
-            idle_timeout_ms: integer(&mut fields, "idle_timeout_ms", IDLE_TIMEOUT_MS_MIN, IDLE_TIMEOUT_MS_MAX, issues),
-        }),
-        Provider::ProviderLocal => ProviderBlock::ProviderLocal(ProviderLocalBlock {
-            model_id,
-            turn_detection: choice(&mut fields, "turn_detection", issues),
-            silence_duration_ms: integer(&mut fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
-            prefix_padding_ms: integer(&mut fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
-            temperature: number(&mut fields, "temperature", 0.0, LOCAL_TEMPERATURE_MAX, issues),
-            max_output_tokens: integer(&mut fields, "max_output_tokens", 1, LOCAL_MAX_OUTPUT_TOKENS_MAX, issues),
-            preemptive_generation: boolean(&mut fields, "preemptive_generation", issues),
-        }),
-    };
+    let block = (provider.spec().parse_block)(model_id, &mut fields, issues);
     fields.deny_unknown(issues);
     Some(block)
+}
+
+/// The knobs of a `provider_a` block (its row's `parse_block`).
+pub(super) fn provider_a_block(
+    model_id: Option<String>,
+    fields: &mut Fields<'_>,
+    issues: &mut Issues,
+) -> ProviderBlock {
+    ProviderBlock::ProviderA(ProviderABlock {
+        model_id,
+        temperature: number(fields, "temperature", 0.0, PROVIDER_A_TEMPERATURE_MAX, issues),
+        max_output_tokens: integer(fields, "max_output_tokens", 1, PROVIDER_A_MAX_OUTPUT_TOKENS_MAX, issues),
+        thinking_level: choice(fields, "thinking_level", issues),
+        include_thoughts: boolean(fields, "include_thoughts", issues),
+        turn_detection: choice(fields, "turn_detection", issues),
+        end_of_speech_sensitivity: choice(fields, "end_of_speech_sensitivity", issues),
+        silence_duration_ms: integer(fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
+        prefix_padding_ms: integer(fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
+        svc_vad: svc_vad(fields, issues),
+    })
+}
+
+/// The knobs of a `provider_b` block (its row's `parse_block`).
+pub(super) fn provider_b_block(
+    model_id: Option<String>,
+    fields: &mut Fields<'_>,
+    issues: &mut Issues,
+) -> ProviderBlock {
+    ProviderBlock::ProviderB(ProviderBBlock {
+        model_id,
+        turn_detection: choice(fields, "turn_detection", issues),
+        eagerness: choice(fields, "eagerness", issues),
+        silence_duration_ms: integer(fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
+        prefix_padding_ms: integer(fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
+    })
+}
+
+/// A `provider_b_mini` block (its row's `parse_block`): it has no knobs, so any other field is
+/// left for `deny_unknown`.
+pub(super) fn provider_b_mini_block(model_id: Option<String>, _: &mut Fields<'_>, _: &mut Issues) -> ProviderBlock {
+    ProviderBlock::ProviderBMini(ProviderBMiniBlock { model_id })
+}
+
+/// The knobs of a `provider_b_live` block (its row's `parse_block`).
+pub(super) fn provider_b_live_block(
+    model_id: Option<String>,
+    fields: &mut Fields<'_>,
+    issues: &mut Issues,
+) -> ProviderBlock {
+    ProviderBlock::ProviderBLive(ProviderBLiveBlock {
+        model_id,
+        responses_model: fields
+            .optional_string("responses_model", RESPONSES_MODEL_MAX_CHARS, issues)
+            .map(str::to_owned),
+        responses_instructions: fields
+            .optional_string("responses_instructions", INSTRUCTIONS_MAX_CHARS, issues)
+            .map(str::to_owned),
+        reasoning_effort: choice(fields, "reasoning_effort", issues),
+        verbosity: choice(fields, "verbosity", issues),
+        tool_choice: choice(fields, "tool_choice", issues),
+        parallel_tool_calls: boolean(fields, "parallel_tool_calls", issues),
+        max_output_tokens: integer(
+            fields,
+            "max_output_tokens",
+            LIVE_MAX_OUTPUT_TOKENS_MIN,
+            LIVE_MAX_OUTPUT_TOKENS_MAX,
+            issues,
+        ),
+        service_tier: choice(fields, "service_tier", issues),
+        delegation: choice(fields, "delegation", issues),
+    })
+}
+
+/// The knobs of a `provider_c` block (its row's `parse_block`).
+pub(super) fn provider_c_block(
+    model_id: Option<String>,
+    fields: &mut Fields<'_>,
+    issues: &mut Issues,
+) -> ProviderBlock {
+    ProviderBlock::ProviderC(ProviderCBlock {
+        model_id,
+        turn_detection: choice(fields, "turn_detection", issues),
+        silence_duration_ms: integer(fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
+        prefix_padding_ms: integer(fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
+        reasoning_effort: choice(fields, "reasoning_effort", issues),
+        speed: number(fields, "speed", SPEED_MIN, SPEED_MAX, issues),
+        idle_timeout_ms: integer(fields, "idle_timeout_ms", IDLE_TIMEOUT_MS_MIN, IDLE_TIMEOUT_MS_MAX, issues),
+    })
+}
+
+/// The knobs of a `provider_local` block (its row's `parse_block`).
+pub(super) fn provider_local_block(
+    model_id: Option<String>,
+    fields: &mut Fields<'_>,
+    issues: &mut Issues,
+) -> ProviderBlock {
+    ProviderBlock::ProviderLocal(ProviderLocalBlock {
+        model_id,
+        turn_detection: choice(fields, "turn_detection", issues),
+        silence_duration_ms: integer(fields, "silence_duration_ms", 0, DETECTOR_MS_MAX, issues),
+        prefix_padding_ms: integer(fields, "prefix_padding_ms", 0, DETECTOR_MS_MAX, issues),
+        temperature: number(fields, "temperature", 0.0, LOCAL_TEMPERATURE_MAX, issues),
+        max_output_tokens: integer(fields, "max_output_tokens", 1, LOCAL_MAX_OUTPUT_TOKENS_MAX, issues),
+        preemptive_generation: boolean(fields, "preemptive_generation", issues),
+    })
 }
 
 /// `model_id`: any string (checked against the catalog at resolution).

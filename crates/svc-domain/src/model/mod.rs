@@ -42,7 +42,8 @@
 //!
 //! Messages never echo what the caller sent, except model ids and aliases found in the catalog.
 //!
-//! Layout, one file per stage: `wire.rs` (the closed vocabularies), `catalog.rs` (stage 1),
+//! Layout, one file per stage: `providers.rs` (**the provider table**, the one place a provider
+//! is added), `wire.rs` (the closed vocabularies), `catalog.rs` (stage 1),
 //! `choice.rs` (stage 2: the blocks and their parsing), `resolve.rs` (stage 3) and `knobs.rs` (what
 //! resolution yields per provider). Every public item is re-exported here, so its path is
 //! `svc_domain::model::X` whichever file holds it.
@@ -50,15 +51,17 @@
 mod catalog;
 mod choice;
 mod knobs;
+mod providers;
 mod resolve;
 mod wire;
 
 pub use catalog::{AliasEntry, DEFAULT_CATALOG_TOML, ModelCatalog, ModelEntry};
 pub use choice::*;
 pub use knobs::*;
+pub use providers::{LOCAL_FAMILY, PROVIDERS, Provider, ProviderSpec};
 pub use resolve::{ModelError, ResolvedModel, resolve_model};
 pub use wire::{
-    Delegation, Eagerness, EndOfSpeechSensitivity, Provider, ProviderCReasoningEffort, ReasoningEffort, ServiceTier,
+    Delegation, Eagerness, EndOfSpeechSensitivity, ProviderCReasoningEffort, ReasoningEffort, ServiceTier,
     ThinkingLevel, ToolChoice, TurnDetection, Verbosity,
 };
 

@@ -6,10 +6,10 @@ use svc_wire::ErrorCode;
 
 use super::wire::one_of;
 use super::{
-    AliasEntry, Delegation, Eagerness, Knobs, ModelCatalog, ModelChoice, ModelEntry, Provider, ProviderABlock,
-    ProviderAKnobs, ProviderATurnDetection, ProviderBBlock, ProviderBKnobs, ProviderBLiveBlock, ProviderBLiveKnobs,
-    ProviderBTurnDetection, ProviderBlock, ProviderCBlock, ProviderCKnobs, ProviderCReasoningEffort,
-    ProviderLocalBlock, ProviderLocalKnobs, TurnDetection,
+    AliasEntry, Delegation, Eagerness, Knobs, ModelCatalog, ModelChoice, ModelEntry, PROVIDERS, Provider,
+    ProviderABlock, ProviderAKnobs, ProviderATurnDetection, ProviderBBlock, ProviderBKnobs, ProviderBLiveBlock,
+    ProviderBLiveKnobs, ProviderBTurnDetection, ProviderBlock, ProviderCBlock, ProviderCKnobs,
+    ProviderCReasoningEffort, ProviderLocalBlock, ProviderLocalKnobs, TurnDetection,
 };
 
 /// A typed rejection of model resolution. The string is a human message: it names aliases, model
@@ -82,9 +82,10 @@ pub struct ResolvedModel {
 
 impl ResolvedModel {
     /// Whether the model takes image input (`send-image`, `examine_image`): the Gemini Live and
-    /// OpenAI Realtime families do; xAI's voice API and GPT-Live (audio-only) do not.
+    /// OpenAI Realtime families do; xAI's voice API and GPT-Live (audio-only) do not. A property
+    /// of the upstream family, read from the provider table's rows of [`Self::family`].
     pub fn takes_images(&self) -> bool {
-        matches!(self.family.as_str(), "gemini" | "openai")
+        PROVIDERS.iter().any(|spec| spec.family == self.family && spec.takes_images)
     }
 }
 
@@ -181,61 +182,7 @@ pub fn resolve_model(
         Some(entry) => entry,
         None => catalog.default_model(provider).ok_or_else(unknown_model)?,
     };
-    let (knobs, delegation) = match (provider, wanted.block) {
-        (Provider::ProviderA, block) => {
-            let default = ProviderABlock::default();
-            let block = match block {
-                Some(ProviderBlock::ProviderA(block)) => block,
-                _ => &default,
-            };
-            (Knobs::ProviderA(provider_a_knobs(block, entry)?), None)
-        }
-        (Provider::ProviderB, block) => {
-            let default = ProviderBBlock::default();
-            let block = match block {
-                Some(ProviderBlock::ProviderB(block)) => block,
-                _ => &default,
-            };
-            (Knobs::ProviderB(provider_b_knobs(block)?), None)
-        }
-        (Provider::ProviderBMini, _) => (Knobs::ProviderBMini(provider_b_knobs(&ProviderBBlock::default())?), None),
-        (Provider::ProviderBLive, block) => {
-            let default = ProviderBLiveBlock::default();
-            let block = match block {
-                Some(ProviderBlock::ProviderBLive(block)) => block,
-                _ => &default,
-            };
-            let delegation = block.delegation.unwrap_or(Delegation::Responses);
-            (Knobs::ProviderBLive(provider_b_live_knobs(block, delegation, alias)), Some(delegation))
-        }
-        (Provider::ProviderC, block) => {
-            let default = ProviderCBlock::default();
-            let block = match block {
-                Some(ProviderBlock::ProviderC(block)) => block,
-                _ => &default,
-            };
-            (Knobs::ProviderC(provider_c_knobs(block)?), None)
-        }
-        (Provider::ProviderLocal, block) => {
-            let default = ProviderLocalBlock::default();
-            let block = match block {
-                Some(ProviderBlock::ProviderLocal(block)) => block,
-                _ => &default,
-            };
-            match block.turn_detection {
-                None | Some(TurnDetection::ServerVad) => {}
-                Some(detector) => return Err(unsupported(Provider::ProviderLocal, detector)),
-            }
-            let knobs = ProviderLocalKnobs {
-                silence_duration_ms: block.silence_duration_ms,
-                prefix_padding_ms: block.prefix_padding_ms,
-                temperature: block.temperature,
-                max_output_tokens: block.max_output_tokens,
-                preemptive_generation: block.preemptive_generation,
-            };
-            (Knobs::ProviderLocal(knobs), None)
-        }
-    };
+    let (knobs, delegation) = (provider.spec().resolve_knobs)(wanted.block, entry, alias)?;
     Ok(ResolvedModel {
         alias: provider,
         family: alias.family.clone(),
@@ -249,6 +196,77 @@ pub fn resolve_model(
         default_responses_model: alias.default_responses_model.clone(),
         session_cap_seconds: alias.session_cap_seconds,
     })
+}
+
+/// What a row's `resolve_knobs` returns: the knobs, and the delegation mode of a provider that
+/// delegates.
+type Resolved = Result<(Knobs, Option<Delegation>), ModelError>;
+
+/// provider_a: its detector rules, and `thinking_level` against the model's accepted levels.
+pub(super) fn provider_a_knobs(block: Option<&ProviderBlock>, entry: &ModelEntry, _: &AliasEntry) -> Resolved {
+    let default = ProviderABlock::default();
+    let block = match block {
+        Some(ProviderBlock::ProviderA(block)) => block,
+        _ => &default,
+    };
+    Ok((Knobs::ProviderA(a_knobs(block, entry)?), None))
+}
+
+/// provider_b: its detector rules.
+pub(super) fn provider_b_knobs(block: Option<&ProviderBlock>, _: &ModelEntry, _: &AliasEntry) -> Resolved {
+    let default = ProviderBBlock::default();
+    let block = match block {
+        Some(ProviderBlock::ProviderB(block)) => block,
+        _ => &default,
+    };
+    Ok((Knobs::ProviderB(b_knobs(block)?), None))
+}
+
+/// provider_b_mini: no knobs on the wire, the provider_b defaults.
+pub(super) fn provider_b_mini_knobs(_: Option<&ProviderBlock>, _: &ModelEntry, _: &AliasEntry) -> Resolved {
+    Ok((Knobs::ProviderBMini(b_knobs(&ProviderBBlock::default())?), None))
+}
+
+/// provider_b_live: the delegation mode (default `responses`) and the backend knobs it keeps.
+pub(super) fn provider_b_live_knobs(block: Option<&ProviderBlock>, _: &ModelEntry, alias: &AliasEntry) -> Resolved {
+    let default = ProviderBLiveBlock::default();
+    let block = match block {
+        Some(ProviderBlock::ProviderBLive(block)) => block,
+        _ => &default,
+    };
+    let delegation = block.delegation.unwrap_or(Delegation::Responses);
+    Ok((Knobs::ProviderBLive(b_live_knobs(block, delegation, alias)), Some(delegation)))
+}
+
+/// provider_c: `server_vad` only.
+pub(super) fn provider_c_knobs(block: Option<&ProviderBlock>, _: &ModelEntry, _: &AliasEntry) -> Resolved {
+    let default = ProviderCBlock::default();
+    let block = match block {
+        Some(ProviderBlock::ProviderC(block)) => block,
+        _ => &default,
+    };
+    Ok((Knobs::ProviderC(c_knobs(block)?), None))
+}
+
+/// provider_local: svc's own detector (`server_vad`) only; the rest is the reply model's sampling.
+pub(super) fn provider_local_knobs(block: Option<&ProviderBlock>, _: &ModelEntry, _: &AliasEntry) -> Resolved {
+    let default = ProviderLocalBlock::default();
+    let block = match block {
+        Some(ProviderBlock::ProviderLocal(block)) => block,
+        _ => &default,
+    };
+    match block.turn_detection {
+        None | Some(TurnDetection::ServerVad) => {}
+        Some(detector) => return Err(unsupported(Provider::ProviderLocal, detector)),
+    }
+    let knobs = ProviderLocalKnobs {
+        silence_duration_ms: block.silence_duration_ms,
+        prefix_padding_ms: block.prefix_padding_ms,
+        temperature: block.temperature,
+        max_output_tokens: block.max_output_tokens,
+        preemptive_generation: block.preemptive_generation,
+    };
+    Ok((Knobs::ProviderLocal(knobs), None))
 }
 
 fn unsupported(provider: Provider, detector: TurnDetection) -> ModelError {
@@ -266,7 +284,7 @@ fn mismatch(knobs: &str, wanted: TurnDetection, effective: TurnDetection, defaul
     ModelError::KnobMismatch(format!("{knobs}: read only with turn_detection {wanted}, but it is {effective}{how}"))
 }
 
-fn provider_a_knobs(block: &ProviderABlock, entry: &ModelEntry) -> Result<ProviderAKnobs, ModelError> {
+fn a_knobs(block: &ProviderABlock, entry: &ModelEntry) -> Result<ProviderAKnobs, ModelError> {
     let defaulted = block.turn_detection.is_none();
     let detector = block.turn_detection.unwrap_or(TurnDetection::SvcVad);
     let server_knobs = [
@@ -315,7 +333,7 @@ fn provider_a_knobs(block: &ProviderABlock, entry: &ModelEntry) -> Result<Provid
     })
 }
 
-fn provider_b_knobs(block: &ProviderBBlock) -> Result<ProviderBKnobs, ModelError> {
+fn b_knobs(block: &ProviderBBlock) -> Result<ProviderBKnobs, ModelError> {
     let defaulted = block.turn_detection.is_none();
     let detector = block.turn_detection.unwrap_or(TurnDetection::SemanticVad);
     let server_knobs = [
@@ -343,7 +361,7 @@ fn provider_b_knobs(block: &ProviderBBlock) -> Result<ProviderBKnobs, ModelError
     Ok(ProviderBKnobs { turn_detection })
 }
 
-fn provider_b_live_knobs(block: &ProviderBLiveBlock, delegation: Delegation, alias: &AliasEntry) -> ProviderBLiveKnobs {
+fn b_live_knobs(block: &ProviderBLiveBlock, delegation: Delegation, alias: &AliasEntry) -> ProviderBLiveKnobs {
     let responses = delegation == Delegation::Responses;
     ProviderBLiveKnobs {
         responses_model: responses
@@ -359,7 +377,7 @@ fn provider_b_live_knobs(block: &ProviderBLiveBlock, delegation: Delegation, ali
     }
 }
 
-fn provider_c_knobs(block: &ProviderCBlock) -> Result<ProviderCKnobs, ModelError> {
+fn c_knobs(block: &ProviderCBlock) -> Result<ProviderCKnobs, ModelError> {
     match block.turn_detection {
         None | Some(TurnDetection::ServerVad) => {}
         Some(detector) => return Err(unsupported(Provider::ProviderC, detector)),

@@ -522,3 +522,54 @@ fn catalog_files_are_validated() {
         assert!(error.contains(expected), "{expected}: {error}");
     }
 }
+
+/// The provider table is complete: every row is its variant's, spells the alias the enum parses,
+/// has an entry in the embedded catalog with the row's family, and resolves (as a name and as a
+/// bare block) to that entry's default model. The family is checked against svc-provider's
+/// families there (`every_domain_family_has_a_row`).
+#[test]
+fn every_provider_row_is_complete() {
+    let catalog = ModelCatalog::embedded();
+    assert_eq!(PROVIDERS.len(), Provider::ALL.len());
+    for (row, provider) in PROVIDERS.iter().zip(Provider::ALL) {
+        assert_eq!(row.provider, *provider);
+        assert_eq!(provider.spec().alias, row.alias);
+        assert_eq!(provider.as_str(), row.alias);
+        assert_eq!(Provider::from_wire(row.alias), Some(*provider));
+        assert!(!row.family.trim().is_empty(), "{}", row.alias);
+        let entry = catalog.alias(*provider).unwrap_or_else(|| panic!("{}: no [aliases.{0}] entry", row.alias));
+        assert_eq!(entry.family, row.family, "{}", row.alias);
+        for request in [json!(row.alias), json!({"provider": row.alias})] {
+            let resolved = resolve(request.clone(), Value::Null).unwrap_or_else(|e| panic!("{request}: {e}"));
+            assert_eq!(resolved.alias, *provider, "{request}");
+            assert_eq!(resolved.model_id, entry.default_model, "{request}");
+            assert_eq!(resolved.family, row.family, "{request}");
+            assert_eq!(resolved.delegation.is_some(), row.responses_backend, "{request}");
+        }
+        // Image input is a property of the family: rows that share one agree on it.
+        for other in PROVIDERS.iter().filter(|other| other.family == row.family) {
+            assert_eq!(other.takes_images, row.takes_images, "{} and {}", row.alias, other.alias);
+        }
+    }
+    let local: Vec<&str> = PROVIDERS.iter().filter(|row| row.family == LOCAL_FAMILY).map(|row| row.alias).collect();
+    assert_eq!(local, ["provider_local"]);
+}
+
+#[test]
+fn the_catalog_takes_each_family_from_the_provider_table() {
+    let without = SMALL.replace("        family = \"openai\"\n", "").replace("        family = \"xai\"\n", "");
+    assert!(!without.contains("family"));
+    let catalog = ModelCatalog::from_toml_str(&without).expect("family may be omitted");
+    assert_eq!(catalog, ModelCatalog::from_toml_str(SMALL).expect("valid"));
+    let families: Vec<&str> = catalog.aliases().map(|(_, entry)| entry.family.as_str()).collect();
+    assert_eq!(families, ["openai", "xai"]);
+    let error = ModelCatalog::from_toml_str(&SMALL.replace("family = \"xai\"", "family = \"openai\""))
+        .expect_err("another provider's family");
+    assert!(error.contains("aliases.provider_c: family must be xai"), "{error}");
+    let error =
+        ModelCatalog::from_toml_str(&SMALL.replace("family = \"xai\"", "family = \" \"")).expect_err("an empty family");
+    assert!(error.contains("aliases.provider_c: family must be non-empty"), "{error}");
+    // The per-alias catalog rules name the aliases the table allows.
+    assert_eq!(Provider::aliases_where(|spec| spec.thinking_levels), "provider_a");
+    assert_eq!(Provider::aliases_where(|spec| spec.responses_backend), "provider_b_live");
+}

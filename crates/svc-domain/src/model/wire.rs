@@ -1,10 +1,6 @@
 //! The closed wire vocabularies of the model module: every enum a `model` value or a catalog file
 //! spells as a string, with one spelling each and one way to parse it.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 /// Implemented by every closed wire vocabulary of this module.
 pub(super) trait WireEnum: Copy + 'static {
     /// Every value, in wire order.
@@ -22,6 +18,46 @@ pub(super) fn one_of(values: &[&str]) -> String {
         None => String::new(),
     }
 }
+
+/// The trait impls of a closed vocabulary (`WireEnum`, `Display`, serde as the wire spelling),
+/// over its inherent `ALL`, `as_str` and `from_wire`. Separate from [`wire_enum!`] because
+/// [`super::Provider`] is declared by the provider table, not by that macro.
+macro_rules! wire_enum_impls {
+    ($name:ident) => {
+        impl $crate::model::wire::WireEnum for $name {
+            const VALUES: &'static [Self] = $name::ALL;
+            fn wire(self) -> &'static str {
+                self.as_str()
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl ::serde::Serialize for $name {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = <String as ::serde::Deserialize>::deserialize(deserializer)?;
+                $name::from_wire(&text).ok_or_else(|| {
+                    let values: Vec<&str> = $name::ALL.iter().map(|v| v.as_str()).collect();
+                    <D::Error as ::serde::de::Error>::custom(format!(
+                        "expected {}",
+                        $crate::model::wire::one_of(&values)
+                    ))
+                })
+            }
+        }
+    };
+}
+pub(super) use wire_enum_impls;
 
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),+ $(,)? }) => {
@@ -46,54 +82,8 @@ macro_rules! wire_enum {
             }
         }
 
-        impl WireEnum for $name {
-            const VALUES: &'static [Self] = $name::ALL;
-            fn wire(self) -> &'static str {
-                self.as_str()
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(deserializer)?;
-                $name::from_wire(&text).ok_or_else(|| {
-                    let values: Vec<&str> = $name::ALL.iter().map(|v| v.as_str()).collect();
-                    serde::de::Error::custom(format!("expected {}", one_of(&values)))
-                })
-            }
-        }
+        wire_enum_impls!($name);
     };
-}
-
-wire_enum! {
-    /// A provider alias, also the `provider` discriminator of a provider block.
-    Provider {
-        /// Google Gemini Live.
-        ProviderA = "provider_a",
-        /// OpenAI Realtime.
-        ProviderB = "provider_b",
-        /// OpenAI Realtime mini.
-        ProviderBMini = "provider_b_mini",
-        /// OpenAI GPT-Live with delegation.
-        ProviderBLive = "provider_b_live",
-        /// xAI Grok Voice.
-        ProviderC = "provider_c",
-        /// svc's own offline pipeline on this machine: VAD, Whisper, a small LLM (or an
-        /// OpenAI-compatible endpoint), TTS. An svc extension of the contract's aliases.
-        ProviderLocal = "provider_local",
-    }
 }
 
 wire_enum! {
