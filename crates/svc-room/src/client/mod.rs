@@ -19,12 +19,13 @@
 //!
 //! # Shape
 //!
-//! The protocol lives in `ClientCore`, a sans-IO state machine (no sockets, no clock: every
-//! input carries `now`; outputs are polled), in the style of the room's own [`crate::core`].
-//! One tokio task — the IO shell — owns the core, the WebSocket's write half and both UDP
-//! sockets; a small reader task decodes incoming signal frames for it, and the [`RoomClient`]
-//! handle talks to it over a bounded channel. str0m's rule holds in one place:
-//! after every mutation of an `Rtc`, `ClientCore::drain` polls it until `Timeout`.
+//! By layer, as the room is: the protocol lives in `ClientCore` (`core.rs`), a sans-IO state
+//! machine (no sockets, no clock, no randomness: every input carries `now`; outputs are polled),
+//! in the style of the room's own [`crate::core`]. One tokio task — the IO shell (`shell.rs`) —
+//! owns the core, the WebSocket's write half and both UDP sockets; a small reader task decodes
+//! incoming signal frames for it, and the [`RoomClient`] handle (`handle.rs`) talks to it over a
+//! bounded channel. str0m's rule holds in one place for the client and the room alike: after
+//! every mutation of an `Rtc`, `crate::rtc::flush` polls it until `Timeout`.
 //!
 //! # Use
 //!
