@@ -11,25 +11,16 @@ impl RoomCore {
         self.kick_duplicate(now, &request.identity);
         let key = self.allocate_key();
         let remote = self.new_remote_peer(now, key, request.auto_subscribe);
-        let participant = Participant_ {
-            sid: self.ids.participant_sid(),
-            identity: request.identity.clone(),
-            name: request.name,
-            metadata: request.metadata,
-            attributes: request.attributes,
-            kind: request.kind,
-            permissions: request.permissions,
-            client_protocol: request.client_protocol,
-            joined_at_ms: now_ms,
-            version: 1,
-            state: proto::participant_info::State::Joined,
-            tracks: BTreeMap::new(),
-            last_reliable_sequence: 0,
-            data_budget: TokenBucket::new(now),
-            body: Body::Remote(Box::new(remote)),
-        };
+        let identity = request.identity.clone();
+        let participant = Participant_::new(
+            self.ids.participant_sid(),
+            request,
+            (now, now_ms),
+            proto::participant_info::State::Joined,
+            Body::Remote(Box::new(remote)),
+        );
         self.participants.insert(key, participant);
-        self.by_identity.insert(request.identity, key);
+        self.by_identity.insert(identity, key);
 
         let join = self.join_response(key);
         self.outputs.push_back(CoreOutput::Signal { to: key, message: proto::signal_response::Message::Join(join) });
@@ -45,25 +36,18 @@ impl RoomCore {
     pub(crate) fn join_local(&mut self, now: Instant, now_ms: i64, request: JoinRequest) -> Key {
         self.kick_duplicate(now, &request.identity);
         let key = self.allocate_key();
-        let participant = Participant_ {
-            sid: self.ids.participant_sid(),
-            identity: request.identity.clone(),
-            name: request.name,
-            metadata: request.metadata,
-            attributes: request.attributes,
-            kind: request.kind,
-            permissions: Permissions::ALL,
-            client_protocol: 0,
-            joined_at_ms: now_ms,
-            version: 1,
-            state: proto::participant_info::State::Active,
-            tracks: BTreeMap::new(),
-            last_reliable_sequence: 0,
-            data_budget: TokenBucket::new(now),
-            body: Body::Local(LocalPeer),
-        };
+        let identity = request.identity.clone();
+        // In-process participants may do everything, and speak RPC v1 (client protocol 0).
+        let request = JoinRequest { permissions: Permissions::ALL, client_protocol: 0, ..request };
+        let participant = Participant_::new(
+            self.ids.participant_sid(),
+            request,
+            (now, now_ms),
+            proto::participant_info::State::Active,
+            Body::Local(LocalPeer),
+        );
         self.participants.insert(key, participant);
-        self.by_identity.insert(request.identity, key);
+        self.by_identity.insert(identity, key);
 
         let others: Vec<Key> = self.participants.keys().copied().filter(|other| *other != key).collect();
         for other in others {
@@ -372,6 +356,33 @@ impl RoomCore {
 }
 
 impl Participant_ {
+    /// A participant as it joins at `now` (`now_ms` on the wall clock), version 1, no tracks.
+    fn new(
+        sid: String,
+        request: JoinRequest,
+        (now, now_ms): (Instant, i64),
+        state: proto::participant_info::State,
+        body: Body,
+    ) -> Participant_ {
+        Participant_ {
+            sid,
+            identity: request.identity,
+            name: request.name,
+            metadata: request.metadata,
+            attributes: request.attributes,
+            kind: request.kind,
+            permissions: request.permissions,
+            client_protocol: request.client_protocol,
+            joined_at_ms: now_ms,
+            version: 1,
+            state,
+            tracks: BTreeMap::new(),
+            last_reliable_sequence: 0,
+            data_budget: TokenBucket::new(now),
+            body,
+        }
+    }
+
     pub(super) fn to_proto(&self) -> proto::ParticipantInfo {
         proto::ParticipantInfo {
             sid: self.sid.clone(),

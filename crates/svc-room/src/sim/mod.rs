@@ -126,6 +126,11 @@ impl SimClient {
             .collect()
     }
 
+    /// A remote track reached this client's subscriber connection.
+    pub(crate) fn has_subscribed_track(&self) -> bool {
+        self.events.iter().any(|event| matches!(event, ClientEvent::TrackSubscribed { .. }))
+    }
+
     /// The newest info this client has of `identity` (from updates, else the join response).
     pub(crate) fn latest_info(&self, identity: &str) -> Option<proto::ParticipantInfo> {
         let updated = self.events.iter().rev().find_map(|event| match event {

@@ -94,9 +94,7 @@ fn published_audio_reaches_every_subscriber_unchanged_and_the_publisher_learns_i
     let track = sim.publish_ready(alice);
     assert!(track.starts_with("TR_AM"), "{track}");
 
-    sim.run_until(Duration::from_secs(2), |sim| {
-        sim.client(bob).events.iter().any(|e| matches!(e, ClientEvent::TrackSubscribed { .. }))
-    });
+    sim.run_until(Duration::from_secs(2), |sim| sim.client(bob).has_subscribed_track());
     stream_audio(&mut sim, alice, 50);
     sim.run_for(Duration::from_millis(100));
 
@@ -160,9 +158,7 @@ fn without_auto_subscribe_a_client_receives_exactly_what_it_subscribes_to() {
         })
     };
     sim.signal(bob, subscription(true));
-    sim.run_until(Duration::from_secs(2), |sim| {
-        sim.client(bob).events.iter().any(|e| matches!(e, ClientEvent::TrackSubscribed { .. }))
-    });
+    sim.run_until(Duration::from_secs(2), |sim| sim.client(bob).has_subscribed_track());
     stream_audio(&mut sim, alice, 20);
     let subscribed = sim.client(bob).audio().len();
     assert!(subscribed >= 18, "{subscribed} of 20 frames while subscribed");
@@ -184,9 +180,7 @@ fn an_in_process_track_is_encoded_paced_and_reaches_clients() {
     else {
         panic!("the agent's track is published");
     };
-    sim.run_until(Duration::from_secs(2), |sim| {
-        sim.client(bob).events.iter().any(|e| matches!(e, ClientEvent::TrackSubscribed { .. }))
-    });
+    sim.run_until(Duration::from_secs(2), |sim| sim.client(bob).has_subscribed_track());
     // One second of a 440 Hz tone, pushed at once: the room paces it out at 20 ms per frame.
     let pcm: Vec<i16> = (0..48_000)
         .map(|n| (8000.0 * (2.0 * std::f32::consts::PI * 440.0 * n as f32 / 48_000.0).sin()) as i16)
