@@ -26,6 +26,11 @@ pg_isready -h 127.0.0.1 -p 5432
 log "interop harness"
 ./scripts/interop-setup.sh
 
+# The providers' official SDKs (google-genai, openai; pinned) for the conformance harness: the
+# oracle every adapter is tested against (crates/svc-provider/tests/conformance/).
+log "provider conformance harness"
+./scripts/conformance-setup.sh
+
 # The TypeScript SDK's packages (npm ci), and proof that the REST types and the playground assets
 # the server compiles in are what sdk/js builds today.
 log "sdk/js: REST types and playground assets up to date"

@@ -80,8 +80,9 @@ pub trait Codec: Send + 'static {
     fn handle_connected(&mut self, now: Instant);
     /// The socket requested by the last [`Transmit::Connect`] could not be opened.
     fn handle_connect_failed(&mut self, now: Instant, failure: ConnectFailure);
-    /// A text frame arrived.
-    fn handle_upstream_message(&mut self, now: Instant, text: &str);
+    /// A message arrived: the payload of a text or a binary frame (both carry JSON; Gemini
+    /// sends binary frames).
+    fn handle_upstream_message(&mut self, now: Instant, frame: &[u8]);
     /// The socket closed (close frame, error or EOF); `code` is the close code when one came.
     fn handle_upstream_closed(&mut self, now: Instant, code: Option<u16>, reason: &str);
     /// The deadline of [`Codec::poll_timeout`] passed.
@@ -399,10 +400,10 @@ impl Core {
         }
     }
 
-    /// Parses an upstream text frame as JSON; a frame that is not JSON is a per-turn error.
-    pub fn parse_frame(&mut self, now: Instant, text: &str) -> Option<serde_json::Value> {
+    /// Parses an upstream frame's payload as JSON; a frame that is not JSON is a per-turn error.
+    pub fn parse_frame(&mut self, now: Instant, frame: &[u8]) -> Option<serde_json::Value> {
         self.ms(now);
-        let parsed = serde_json::from_str(text).ok();
+        let parsed = serde_json::from_slice(frame).ok();
         if parsed.is_none() {
             self.error(false, "bad_frame", "upstream sent a frame that is not JSON");
         }

@@ -19,7 +19,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
@@ -168,10 +169,17 @@ impl Driver {
                 message = next_message(&mut self.socket) => {
                     let now = self.now();
                     match message {
-                        Some(Ok(Message::Text(text))) => self.codec.handle_upstream_message(now, text.as_str()),
-                        Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                        // A message is JSON in either frame type: Gemini sends binary frames,
+                        // the others text; the codec reads the payload's bytes either way.
+                        Some(Ok(Message::Text(text))) => self.codec.handle_upstream_message(now, text.as_bytes()),
+                        Some(Ok(Message::Binary(bytes))) => self.codec.handle_upstream_message(now, &bytes),
+                        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                         Some(Ok(Message::Close(frame))) => {
-                            self.socket = None;
+                            // Answer the close frame (RFC 6455 §5.5.1: tungstenite queued the
+                            // echo, flushing sends it) before the socket goes.
+                            if let Some(mut socket) = self.socket.take() {
+                                flush_close(&mut socket).await;
+                            }
                             let (code, reason) = frame.map_or((None, String::new()), |frame| {
                                 (Some(u16::from(frame.code)), frame.reason.to_string())
                             });
@@ -209,8 +217,7 @@ impl Driver {
             }
         }
         if let Some(mut socket) = self.socket.take() {
-            // Best effort: the upstream may already be gone.
-            let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
+            close_normally(&mut socket).await;
         }
         self.http_tasks.shutdown().await;
     }
@@ -236,16 +243,14 @@ impl Driver {
                 Transmit::Connect(request) => {
                     // Close the old socket first: Gemini refuses a resume while it is open (§2.2).
                     if let Some(mut old) = self.socket.take() {
-                        // Best effort: the upstream may already be gone.
-                        let _ = tokio::time::timeout(Duration::from_secs(2), old.close(None)).await;
+                        close_normally(&mut old).await;
                     }
                     self.connecting = Some(Box::pin(open(request, self.tls.clone())));
                 }
                 Transmit::Close => {
                     self.connecting = None;
                     if let Some(mut socket) = self.socket.take() {
-                        // Best effort: the upstream may already be gone.
-                        let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
+                        close_normally(&mut socket).await;
                     }
                 }
                 Transmit::Http(request) => {
@@ -270,6 +275,24 @@ impl Driver {
         }
         listening
     }
+}
+
+/// How long closing a socket may take before it is dropped.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Closes a socket svc is done with: a close frame with 1000 (a frame without a code reads as
+/// 1005, "no status", to the service), bounded in time.
+async fn close_normally(socket: &mut Socket) {
+    let frame = CloseFrame { code: CloseCode::Normal, reason: "".into() };
+    // Best effort: the upstream may already be gone.
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, socket.close(Some(frame))).await;
+}
+
+/// Sends the echo of a close frame the upstream sent (queued by tungstenite on receipt).
+async fn flush_close(socket: &mut Socket) {
+    // Not `close`: it would queue a second close frame, which tungstenite refuses after the
+    // peer's. Best effort: the upstream may already have dropped the connection.
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, SinkExt::flush(socket)).await;
 }
 
 async fn next_connect(connecting: &mut Option<Connecting>) -> Result<Socket, ConnectFailure> {

@@ -677,8 +677,8 @@ impl Codec for GeminiCodec {
         }
     }
 
-    fn handle_upstream_message(&mut self, now: Instant, text: &str) {
-        let Some(event) = self.core.parse_frame(now, text) else { return };
+    fn handle_upstream_message(&mut self, now: Instant, frame: &[u8]) {
+        let Some(event) = self.core.parse_frame(now, frame) else { return };
         if event.get("setupComplete").is_some() {
             self.on_setup_complete(&event);
         }

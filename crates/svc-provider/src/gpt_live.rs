@@ -721,8 +721,8 @@ impl Codec for GptLiveCodec {
         self.core.connect_failed(now, failure);
     }
 
-    fn handle_upstream_message(&mut self, now: Instant, text: &str) {
-        let Some(event) = self.core.parse_frame(now, text) else { return };
+    fn handle_upstream_message(&mut self, now: Instant, frame: &[u8]) {
+        let Some(event) = self.core.parse_frame(now, frame) else { return };
         match event.get("type").and_then(Value::as_str).unwrap_or("") {
             "session.started" => self.on_session_started(now, &event),
             "session.output_audio.delta" => match event.get("delta").and_then(Value::as_str).and_then(decode_pcm) {

@@ -911,8 +911,8 @@ impl Codec for RealtimeCodec {
         self.core.connect_failed(now, failure);
     }
 
-    fn handle_upstream_message(&mut self, now: Instant, text: &str) {
-        let Some(event) = self.core.parse_frame(now, text) else { return };
+    fn handle_upstream_message(&mut self, now: Instant, frame: &[u8]) {
+        let Some(event) = self.core.parse_frame(now, frame) else { return };
         self.dispatch(now, &event);
         self.maybe_rotate(now);
     }

@@ -169,7 +169,7 @@ fn run_with_seed(seed: u64) {
         // Before the socket opens, while configuring, and when ready (seeds drive the handshake).
         for frame in &frames {
             now += Duration::from_millis(7);
-            codec.handle_upstream_message(now, frame);
+            codec.handle_upstream_message(now, frame.as_bytes());
             pump(codec.as_mut());
             if rng.below(40) == 0 {
                 codec.handle_connected(now);

@@ -38,8 +38,8 @@ fn openai_ready(t0: Instant) -> RealtimeCodec {
     let setup = SessionSetup::new(model(ProviderBlock::ProviderB(ProviderBBlock::default())), "p");
     let mut codec = RealtimeCodec::new(setup, Dialect::OpenAi, request());
     codec.handle_connected(t0);
-    codec.handle_upstream_message(t0, r#"{"type":"session.created","session":{"id":"s1"}}"#);
-    codec.handle_upstream_message(t0, r#"{"type":"session.updated","session":{"id":"s1"}}"#);
+    codec.handle_upstream_message(t0, br#"{"type":"session.created","session":{"id":"s1"}}"#);
+    codec.handle_upstream_message(t0, br#"{"type":"session.updated","session":{"id":"s1"}}"#);
     drain(&mut codec);
     codec
 }
@@ -51,7 +51,8 @@ fn openai_rotation_waits_for_a_quiet_moment() {
     let due = t0 + Duration::from_secs(55 * 60);
     assert_eq!(codec.poll_timeout(), Some(due), "the timer is the cap minus the margin");
     // A response is running when the rotation falls due: no rotation yet.
-    codec.handle_upstream_message(due - Duration::from_secs(1), r#"{"type":"response.created","response":{"id":"r"}}"#);
+    codec
+        .handle_upstream_message(due - Duration::from_secs(1), br#"{"type":"response.created","response":{"id":"r"}}"#);
     codec.handle_timeout(due);
     let (transmits, events) = drain(&mut codec);
     assert_eq!(connects(&transmits), 0);
@@ -61,10 +62,10 @@ fn openai_rotation_waits_for_a_quiet_moment() {
         r#"{{"type":"response.output_audio.delta","item_id":"i","delta":"{}"}}"#,
         svc_provider::codec::encode_pcm(&[0; 480])
     );
-    codec.handle_upstream_message(due + Duration::from_secs(4), &audio);
+    codec.handle_upstream_message(due + Duration::from_secs(4), audio.as_bytes());
     codec.handle_upstream_message(
         due + Duration::from_millis(4200),
-        r#"{"type":"response.done","response":{"status":"completed"}}"#,
+        br#"{"type":"response.done","response":{"status":"completed"}}"#,
     );
     let (transmits, _) = drain(&mut codec);
     assert_eq!(connects(&transmits), 0);
@@ -81,7 +82,7 @@ fn openai_rotation_forced_after_the_quiet_wait() {
     let t0 = Instant::now();
     let mut codec = openai_ready(t0);
     let due = t0 + Duration::from_secs(55 * 60);
-    codec.handle_upstream_message(due, r#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#);
+    codec.handle_upstream_message(due, br#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#);
     codec.handle_timeout(due);
     assert_eq!(connects(&drain(&mut codec).0), 0, "the user is speaking");
     let hard = codec.poll_timeout().expect("timer");
@@ -143,12 +144,12 @@ fn gemini_go_away_waits_for_the_post_tool_handle() {
     }];
     let mut codec = GeminiCodec::new(setup, request());
     codec.handle_connected(t0);
-    codec.handle_upstream_message(t0, r#"{"setupComplete":{}}"#);
-    codec.handle_upstream_message(t0, r#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":true}}"#);
-    codec.handle_upstream_message(t0, r#"{"toolCall":{"functionCalls":[{"id":"c1","name":"lookup","args":{}}]}}"#);
-    codec.handle_upstream_message(t0, r#"{"sessionResumptionUpdate":{"newHandle":"","resumable":false}}"#);
+    codec.handle_upstream_message(t0, br#"{"setupComplete":{}}"#);
+    codec.handle_upstream_message(t0, br#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":true}}"#);
+    codec.handle_upstream_message(t0, br#"{"toolCall":{"functionCalls":[{"id":"c1","name":"lookup","args":{}}]}}"#);
+    codec.handle_upstream_message(t0, br#"{"sessionResumptionUpdate":{"newHandle":"","resumable":false}}"#);
     drain(&mut codec);
-    codec.handle_upstream_message(t0 + Duration::from_secs(1), r#"{"goAway":{"timeLeft":"20s"}}"#);
+    codec.handle_upstream_message(t0 + Duration::from_secs(1), br#"{"goAway":{"timeLeft":"20s"}}"#);
     let (transmits, events) = drain(&mut codec);
     assert_eq!(connects(&transmits), 0, "a tool call is open: a handle from before it would lose it");
     assert!(events.contains(&ProviderEvent::Reconnecting { seconds_remaining: Some(20.0) }));
@@ -160,7 +161,7 @@ fn gemini_go_away_waits_for_the_post_tool_handle() {
     assert_eq!(connects(&drain(&mut codec).0), 0, "still waiting for a resumable handle");
     codec.handle_upstream_message(
         t0 + Duration::from_secs(3),
-        r#"{"sessionResumptionUpdate":{"newHandle":"h2","resumable":true}}"#,
+        br#"{"sessionResumptionUpdate":{"newHandle":"h2","resumable":true}}"#,
     );
     let (transmits, _) = drain(&mut codec);
     assert_eq!(connects(&transmits), 1);
@@ -173,10 +174,10 @@ fn gemini_go_away_waits_for_the_post_tool_handle() {
     let mut codec =
         GeminiCodec::new(SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p"), request());
     codec.handle_connected(t0);
-    codec.handle_upstream_message(t0, r#"{"setupComplete":{}}"#);
-    codec.handle_upstream_message(t0, r#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":false}}"#);
+    codec.handle_upstream_message(t0, br#"{"setupComplete":{}}"#);
+    codec.handle_upstream_message(t0, br#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":false}}"#);
     drain(&mut codec);
-    codec.handle_upstream_message(t0, r#"{"goAway":{"timeLeft":"5s"}}"#);
+    codec.handle_upstream_message(t0, br#"{"goAway":{"timeLeft":"5s"}}"#);
     assert_eq!(connects(&drain(&mut codec).0), 0);
     codec.handle_timeout(t0 + Duration::from_secs(4));
     assert_eq!(connects(&drain(&mut codec).0), 1);
@@ -192,20 +193,20 @@ fn gpt_live_user_turn_ends_on_silence_in_virtual_time() {
         Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() },
     );
     codec.handle_connected(t0);
-    codec.handle_upstream_message(t0, r#"{"type":"session.started","session":{"id":"l1"}}"#);
+    codec.handle_upstream_message(t0, br#"{"type":"session.started","session":{"id":"l1"}}"#);
     drain(&mut codec);
     codec.handle_upstream_message(
         t0 + Duration::from_millis(100),
-        r#"{"type":"session.input_transcript.delta","delta":"hi ","start_ms":0,"end_ms":300}"#,
+        br#"{"type":"session.input_transcript.delta","delta":"hi ","start_ms":0,"end_ms":300}"#,
     );
     codec.handle_upstream_message(
         t0 + Duration::from_millis(400),
-        r#"{"type":"session.input_transcript.delta","delta":"there","start_ms":400,"end_ms":700}"#,
+        br#"{"type":"session.input_transcript.delta","delta":"there","start_ms":400,"end_ms":700}"#,
     );
     // A fragment 1.2 s later on the model's clock starts a new turn.
     codec.handle_upstream_message(
         t0 + Duration::from_millis(500),
-        r#"{"type":"session.input_transcript.delta","delta":"again","start_ms":1900,"end_ms":2100}"#,
+        br#"{"type":"session.input_transcript.delta","delta":"again","start_ms":1900,"end_ms":2100}"#,
     );
     let (_, events) = drain(&mut codec);
     let finals: Vec<&ProviderEvent> =
@@ -241,11 +242,11 @@ fn commands_given_during_a_reconnect_are_sent_once_it_is_back() {
     codec.handle_connected(t0 + Duration::from_millis(600));
     codec.handle_upstream_message(
         t0 + Duration::from_millis(600),
-        r#"{"type":"session.created","session":{"id":"s2"}}"#,
+        br#"{"type":"session.created","session":{"id":"s2"}}"#,
     );
     codec.handle_upstream_message(
         t0 + Duration::from_millis(700),
-        r#"{"type":"session.updated","session":{"id":"s2"}}"#,
+        br#"{"type":"session.updated","session":{"id":"s2"}}"#,
     );
     let (transmits, events) = drain(&mut codec);
     assert!(events.contains(&ProviderEvent::Reconnected { resumed: false }));
@@ -268,7 +269,7 @@ fn commands_given_during_a_reconnect_are_sent_once_it_is_back() {
 fn a_turn_typed_while_the_user_speaks_is_answered_when_they_stop() {
     let t0 = Instant::now();
     let mut codec = openai_ready(t0);
-    codec.handle_upstream_message(t0, r#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#);
+    codec.handle_upstream_message(t0, br#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#);
     codec.handle_input(t0, ProviderInput::Text("typed".to_owned()));
     let (transmits, _) = drain(&mut codec);
     assert!(
@@ -277,7 +278,7 @@ fn a_turn_typed_while_the_user_speaks_is_answered_when_they_stop() {
     );
     codec.handle_upstream_message(
         t0 + Duration::from_millis(500),
-        r#"{"type":"input_audio_buffer.speech_stopped","item_id":"u1"}"#,
+        br#"{"type":"input_audio_buffer.speech_stopped","item_id":"u1"}"#,
     );
     let (transmits, _) = drain(&mut codec);
     assert!(transmits.iter().any(|t| matches!(t, Transmit::Text(text) if text.contains("response.create"))));
@@ -287,13 +288,16 @@ fn a_turn_typed_while_the_user_speaks_is_answered_when_they_stop() {
 fn an_event_without_its_item_id_fails_the_turn_once_and_is_not_filed_under_an_empty_id() {
     let t0 = Instant::now();
     let mut codec = openai_ready(t0);
-    codec.handle_upstream_message(t0, r#"{"type":"response.created","response":{"id":"r1"}}"#);
+    codec.handle_upstream_message(t0, br#"{"type":"response.created","response":{"id":"r1"}}"#);
     drain(&mut codec);
     // Two deltas without an item_id: one non-fatal error for the turn, no audio, no transcript.
     let pcm = "AAAAAAAAAAAAAAAAAAAAAA==";
     for _ in 0..2 {
-        codec.handle_upstream_message(t0, &format!(r#"{{"type":"response.output_audio.delta","delta":"{pcm}"}}"#));
-        codec.handle_upstream_message(t0, r#"{"type":"response.output_audio_transcript.delta","delta":"lost"}"#);
+        codec.handle_upstream_message(
+            t0,
+            format!(r#"{{"type":"response.output_audio.delta","delta":"{pcm}"}}"#).as_bytes(),
+        );
+        codec.handle_upstream_message(t0, br#"{"type":"response.output_audio_transcript.delta","delta":"lost"}"#);
     }
     let (_, events) = drain(&mut codec);
     let errors: Vec<&ProviderError> = events
@@ -313,7 +317,7 @@ fn an_event_without_its_item_id_fails_the_turn_once_and_is_not_filed_under_an_em
     // The same turn's well-formed events still play.
     codec.handle_upstream_message(
         t0,
-        &format!(r#"{{"type":"response.output_audio.delta","item_id":"a1","delta":"{pcm}"}}"#),
+        format!(r#"{{"type":"response.output_audio.delta","item_id":"a1","delta":"{pcm}"}}"#).as_bytes(),
     );
     let (_, events) = drain(&mut codec);
     assert!(events.iter().any(|e| matches!(e, ProviderEvent::AssistantAudio { .. })), "{events:?}");

@@ -78,7 +78,7 @@ fn ready_codec(name: &str, now: Instant) -> Box<dyn Codec> {
         _ => &[r#"{"type":"session.started","session":{"id":"s"}}"#],
     };
     for message in handshake {
-        codec.handle_upstream_message(now, message);
+        codec.handle_upstream_message(now, message.as_bytes());
     }
     while codec.poll_transmit().is_some() {}
     while codec.poll_event().is_some() {}
@@ -200,7 +200,7 @@ fn main() {
         let message = output_frame(name);
         let mut codec = ready_codec(name, now);
         let output = measure(&args, || {
-            codec.handle_upstream_message(now, black_box(&message));
+            codec.handle_upstream_message(now, black_box(message.as_bytes()));
             while let Some(event) = codec.poll_event() {
                 black_box(event);
             }

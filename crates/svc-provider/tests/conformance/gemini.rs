@@ -1,0 +1,1 @@
+//! Gemini Live (provider_a) against the google-genai oracle.
