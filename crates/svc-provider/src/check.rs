@@ -13,6 +13,9 @@ use crate::api::{ProviderEvent, ProviderInput, SessionSetup};
 use crate::endpoint::ProviderEnv;
 use crate::resample::Resampler;
 
+/// How long the check waits for usage after the reply's end when none came with it.
+const USAGE_GRACE: Duration = Duration::from_secs(2);
+
 /// What the check sends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CheckInput {
@@ -119,6 +122,10 @@ pub async fn run(
         let mut final_text: Option<String> = None;
         let mut audio_samples = 0u64;
         let mut rate = 24_000u32;
+        let mut response_done = false;
+        // The reply is over when the response ended and its final transcript came: Gemini ends
+        // generation (`generationComplete`) before the turn (`turnComplete`, which carries the
+        // final transcript and usage, and waits for the audio to have played).
         loop {
             match next(&mut session.events, deadline).await {
                 Next::Event(ProviderEvent::AssistantAudio { pcm, sample_rate }) => {
@@ -137,17 +144,24 @@ pub async fn run(
                     final_text = Some(text)
                 }
                 Next::Event(ProviderEvent::Usage(tokens)) => report.usage = Some(tokens),
-                Next::Event(ProviderEvent::ResponseDone { .. }) if audio_samples > 0 || final_text.is_some() => break,
+                Next::Event(ProviderEvent::ResponseDone { .. }) => response_done = true,
                 Next::Event(event) => fail_on(&event)?,
                 Next::Ended => return Err(CheckError::Protocol("the upstream closed before replying".to_owned())),
                 Next::Timeout => return Err(CheckError::Timeout { seconds, waiting_for: "the reply" }),
             }
+            if response_done && final_text.is_some() {
+                break;
+            }
         }
-        // Usage usually follows the reply closely; take it if it comes within a moment.
-        let grace = tokio::time::Instant::now() + Duration::from_millis(500);
-        while let Next::Event(event) = next(&mut session.events, grace.min(deadline)).await {
-            if let ProviderEvent::Usage(tokens) = event {
-                report.usage = Some(tokens);
+        // Usage comes with the turn's end or right after it; a provider that reports none
+        // (xAI often, GPT-Live in client delegation) leaves `usage` empty after the grace.
+        if report.usage.is_none() {
+            let grace = tokio::time::Instant::now() + USAGE_GRACE;
+            while let Next::Event(event) = next(&mut session.events, grace.min(deadline)).await {
+                if let ProviderEvent::Usage(tokens) = event {
+                    report.usage = Some(tokens);
+                    break;
+                }
             }
         }
         report.transcript = final_text.unwrap_or(fragments).trim().to_owned();

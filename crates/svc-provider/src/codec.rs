@@ -173,7 +173,13 @@ pub struct Core {
     /// Budget for one reconnect episode.
     pub reconnect_budget: Duration,
     closing: bool,
+    /// Message types (or top-level fields) the upstream sent that svc does not know, each
+    /// logged once (bounded by [`UNKNOWN_KINDS_MAX`]).
+    unknown_kinds: Vec<String>,
 }
+
+/// Most distinct unknown message kinds remembered per session (later ones are not logged).
+pub const UNKNOWN_KINDS_MAX: usize = 32;
 
 impl Core {
     /// A core that resamples room audio to `provider_rate_hz`, buffering up to `buffer_ms` of it
@@ -199,7 +205,19 @@ impl Core {
             retry_at: None,
             reconnect_budget,
             closing: false,
+            unknown_kinds: Vec::new(),
         }
+    }
+
+    /// An upstream message of a kind svc does not know (a newer protocol revision): ignored,
+    /// logged once per kind and session, never an error.
+    pub fn note_unknown(&mut self, kind: &str) {
+        if self.unknown_kinds.len() >= UNKNOWN_KINDS_MAX || self.unknown_kinds.iter().any(|known| known == kind) {
+            return;
+        }
+        self.unknown_kinds.push(kind.to_owned());
+        let kind: String = kind.chars().take(80).collect();
+        tracing::info!(kind = %kind, "ignoring an upstream message kind svc does not know");
     }
 
     /// Milliseconds since the first time this core saw the clock.

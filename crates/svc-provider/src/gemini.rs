@@ -1,15 +1,18 @@
 //! Gemini Live (provider_a): sans-IO codec for `BidiGenerateContent` (providers.md §2).
 //!
 //! Session limits are handled natively: the setup always asks for resumption handles
-//! (`sessionResumption`) and, in transparent mode, for `lastConsumedClientMessageIndex`; on
-//! `goAway` (or an unexpected close) the codec waits until no tool call is open and the latest
-//! handle is resumable, closes the old socket, and resumes with the handle. Client messages
-//! the server has not acknowledged as consumed are replayed on the new connection, and user
-//! audio that arrives meanwhile is buffered — so no user audio is lost across a rotation.
+//! (`sessionResumption`); on `goAway` (or an unexpected close) the codec waits until no tool
+//! call is open and the latest handle is resumable, closes the old socket, and resumes with the
+//! handle. The client messages sent since the last resumable `sessionResumptionUpdate` arrived
+//! are not in that handle's state: they are kept and replayed on the new connection (Google's
+//! documented approach, "buffering messages sent since last SessionResumptionTokenUpdate"), and
+//! user audio that arrives meanwhile is buffered. `sessionResumption.transparent`, which would
+//! make the server acknowledge messages by index, is Vertex-only: the google-genai SDK refuses it
+//! for the Gemini Developer API that svc speaks, so it is never sent.
 //!
-//! Message indices (transparent mode): the first client message after `setup` on a connection
-//! has index 0; `lastConsumedClientMessageIndex` acknowledges every message up to and including
-//! it. (The exact base is not documented; see docs/API-DESIGN.md "Known quirks".)
+//! Framing: the service sends every message as JSON in a *binary* frame; the driver hands the
+//! codec the payload of either frame type. One message may carry several fields (usage beside
+//! `serverContent`, several `serverContent` fields at once): each is handled, usage first.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -33,8 +36,8 @@ pub const OUTPUT_RATE_HZ: u32 = 24_000;
 /// ~0.5 MB: the per-session memory budget is 4 MiB).
 const REPLAY_MAX_MESSAGES: usize = 500;
 
-/// The `setup` message for `setup` (the knob mapping of §2.3–2.4).
-pub fn setup_message(setup: &SessionSetup, handle: Option<&str>, transparent: bool) -> Value {
+/// The `setup` message for `setup` (the knob mapping of §2.3–2.4), resuming `handle` if given.
+pub fn setup_message(setup: &SessionSetup, handle: Option<&str>) -> Value {
     let default_knobs = ProviderAKnobs {
         temperature: None,
         max_output_tokens: None,
@@ -94,9 +97,6 @@ pub fn setup_message(setup: &SessionSetup, handle: Option<&str>, transparent: bo
     if let Some(handle) = handle {
         resumption["handle"] = json!(handle);
     }
-    if transparent {
-        resumption["transparent"] = json!(true);
-    }
     let mut message = json!({
         "model": format!("models/{}", setup.model.model_id),
         "generationConfig": generation,
@@ -152,7 +152,10 @@ struct ModelTurn {
     started_ms: u64,
     final_emitted: bool,
     truncated: bool,
-    usage: Option<Value>,
+    /// The service interrupted this turn while its audio played: the final transcript is the
+    /// heard share, which the runtime's [`ProviderInput::BargeIn`] (answering `Interrupted`)
+    /// tells; the turn's end must not finalize the whole text before it arrives.
+    awaiting_barge_in: bool,
 }
 
 /// Rotation in progress.
@@ -169,7 +172,6 @@ pub struct GeminiCodec {
     core: Core,
     setup: SessionSetup,
     connect: ConnectRequest,
-    transparent: bool,
     handle: Option<String>,
     /// The latest update said resumable.
     resumable: bool,
@@ -177,12 +179,16 @@ pub struct GeminiCodec {
     resuming: bool,
     go_away: Option<GoAway>,
     reconnecting: bool,
-    /// Index of the next client message on this connection.
-    next_index: u64,
-    /// Sent, not yet acknowledged as consumed: (index, frame).
-    unacked: VecDeque<(u64, String)>,
-    /// The server acknowledged consumption on this connection at least once.
-    acked_here: bool,
+    /// Client messages sent since the last resumable handle arrived: not in its state, so
+    /// replayed when resuming with it (bounded by [`REPLAY_MAX_MESSAGES`]).
+    since_handle: VecDeque<String>,
+    /// Usage of the model turn in progress: the latest `usageMetadata` snapshot, committed at
+    /// `turnComplete` (several snapshots of one turn must not add up, providers.md §2.9).
+    turn_usage: Option<Value>,
+    /// A turn completed without usage: a snapshot arriving before the next turn starts is its.
+    usage_owed: bool,
+    /// svc_vad: an `activityStart` was sent without its `activityEnd` yet.
+    activity_open: bool,
     /// Tool responses produced while the link was down: they go first after setup (§2.2 step 5).
     pending_tool_responses: Vec<String>,
     calls: BTreeMap<String, Call>,
@@ -195,14 +201,8 @@ pub struct GeminiCodec {
 }
 
 impl GeminiCodec {
-    /// A codec for `setup`, connecting with `connect`; transparent resumption on.
+    /// A codec for `setup`, connecting with `connect`.
     pub fn new(setup: SessionSetup, connect: ConnectRequest) -> GeminiCodec {
-        GeminiCodec::with_transparent(setup, connect, true)
-    }
-
-    /// As [`GeminiCodec::new`], choosing transparent resumption (Vertex documents it; the
-    /// Developer API SDK refuses it — turn it off there if the server rejects the setup).
-    pub fn with_transparent(setup: SessionSetup, connect: ConnectRequest, transparent: bool) -> GeminiCodec {
         let mut core = Core::new(INPUT_RATE_HZ, setup.limits.reconnect_audio_ms, setup.limits.reconnect_budget);
         for turn in &setup.history {
             core.record_turn(0, turn.role, &turn.text);
@@ -215,14 +215,14 @@ impl GeminiCodec {
             core,
             setup,
             connect,
-            transparent,
             // A handle from a prior svc session resumes it natively (`resume_session_id`).
             resuming,
             go_away: None,
             reconnecting: false,
-            next_index: 0,
-            unacked: VecDeque::new(),
-            acked_here: false,
+            since_handle: VecDeque::new(),
+            turn_usage: None,
+            usage_owed: false,
+            activity_open: false,
             pending_tool_responses: Vec::new(),
             calls: BTreeMap::new(),
             turn: ModelTurn::default(),
@@ -238,19 +238,17 @@ impl GeminiCodec {
         matches!(&self.setup.model.knobs, Knobs::ProviderA(k) if matches!(k.turn_detection, ProviderATurnDetection::ServerVad { .. }))
     }
 
-    /// Sends a client message on a ready link (indexed for replay), or keeps it for later.
+    /// Sends a client message on a ready link (kept for replay until a handle covers it), or
+    /// keeps it for later.
     fn send_client(&mut self, frame: String) {
         if self.core.link != Link::Ready {
             self.core.send_when_ready(frame);
             return;
         }
-        if self.transparent {
-            self.unacked.push_back((self.next_index, frame.clone()));
-            if self.unacked.len() > REPLAY_MAX_MESSAGES {
-                self.unacked.pop_front();
-            }
+        self.since_handle.push_back(frame.clone());
+        if self.since_handle.len() > REPLAY_MAX_MESSAGES {
+            self.since_handle.pop_front();
         }
-        self.next_index += 1;
         self.core.send(frame);
     }
 
@@ -298,6 +296,7 @@ impl GeminiCodec {
             return;
         }
         turn.truncated = true;
+        turn.awaiting_barge_in = false;
         let received_ms = turn.samples * 1000 / u64::from(OUTPUT_RATE_HZ);
         let heard = heard_text(&turn.transcript, played_ms.min(received_ms), received_ms);
         let (started, final_emitted) = (turn.started_ms, turn.final_emitted);
@@ -332,9 +331,30 @@ impl GeminiCodec {
 
     fn start_model_turn(&mut self, now: Instant) {
         if !self.turn.active {
+            // A turn still owed its heard share never got the runtime's answer; the runtime
+            // then keeps the fragments it played as the final (its grace timer).
             let started_ms = self.core.ms(now);
             self.turn = ModelTurn { active: true, started_ms, ..ModelTurn::default() };
+            self.usage_owed = false;
             self.core.emit(ProviderEvent::ResponseStarted);
+        }
+    }
+
+    /// One `usageMetadata` snapshot. Within a turn the latest wins (committed at
+    /// `turnComplete`); one that arrives after a turn completed without usage is that turn's.
+    fn on_usage(&mut self, usage: &Value) {
+        if self.usage_owed && !self.turn.active {
+            self.usage_owed = false;
+            self.commit_usage(usage);
+        } else {
+            self.turn_usage = Some(usage.clone());
+        }
+    }
+
+    fn commit_usage(&mut self, usage: &Value) {
+        if let Some(report) = usage::from_gemini(usage) {
+            self.core.usage.record(&report);
+            self.core.emit_usage();
         }
     }
 
@@ -405,6 +425,10 @@ impl GeminiCodec {
             }
         }
         if content.get("interrupted").and_then(Value::as_bool) == Some(true) {
+            let turn = &mut self.turn;
+            if !self.setup.text_only && turn.samples > 0 && !turn.truncated && !turn.final_emitted {
+                turn.awaiting_barge_in = true;
+            }
             self.core.emit(ProviderEvent::Interrupted);
             self.end_model_turn(ResponseStatus::Cancelled);
         }
@@ -414,15 +438,15 @@ impl GeminiCodec {
         if content.get("turnComplete").and_then(Value::as_bool) == Some(true) {
             self.end_model_turn(ResponseStatus::Completed);
             self.finish_user_turn();
-            if !self.turn.final_emitted && !self.turn.truncated {
+            if !self.turn.final_emitted && !self.turn.truncated && !self.turn.awaiting_barge_in {
                 self.turn.final_emitted = true;
                 let (text, started) = (self.turn.transcript.clone(), self.turn.started_ms);
                 self.emit_assistant_final(&text);
                 self.core.record_turn(started, Role::Assistant, &text);
             }
-            if let Some(report) = self.turn.usage.take().and_then(|u| usage::from_gemini(&u)) {
-                self.core.usage.record(&report);
-                self.core.emit_usage();
+            match self.turn_usage.take() {
+                Some(usage) => self.commit_usage(&usage),
+                None => self.usage_owed = true,
             }
             if let Some(reason) = content.get("turnCompleteReason").and_then(Value::as_str)
                 && reason != "TURN_COMPLETE_REASON_UNSPECIFIED"
@@ -450,8 +474,11 @@ impl GeminiCodec {
             let id = event.pointer("/setupComplete/sessionId").and_then(Value::as_str).map(str::to_owned);
             self.core.emit(ProviderEvent::Ready { upstream_session_id: id });
         }
-        // Replay what the old connection did not consume (transparent), re-indexed here.
-        let replay: Vec<String> = std::mem::take(&mut self.unacked).into_iter().map(|(_, frame)| frame).collect();
+        // What the old connection got after its last handle is not in the resumed state:
+        // replay it. A fresh session (no handle, or the handle refused) is reseeded from the
+        // transcript instead, so old audio is not replayed into it.
+        let sent_since_handle = std::mem::take(&mut self.since_handle);
+        let replay: Vec<String> = if resumed { sent_since_handle.into() } else { Vec::new() };
         // Tool responses go first after setup; then what the old connection did not consume;
         // then commands given while the link was down.
         for frame in std::mem::take(&mut self.pending_tool_responses) {
@@ -500,42 +527,39 @@ impl GeminiCodec {
     fn on_resumption_update(&mut self, update: &Value) {
         let resumable = update.get("resumable").and_then(Value::as_bool).unwrap_or(false);
         self.resumable = resumable;
-        // Only resumable updates carry a usable handle (§2.2). The handle's state includes the
-        // client messages up to the index reported with it: those need no replay. An index
-        // reported without a usable handle does not help, since we could not resume there.
+        // Only resumable updates carry a usable handle (§2.2). Its state holds what was sent
+        // before it: only what is sent from now on needs replaying when resuming with it.
         let Some(handle) = update.get("newHandle").and_then(Value::as_str).filter(|h| !h.is_empty() && resumable)
         else {
             return;
         };
-        if let Some(index) = update.get("lastConsumedClientMessageIndex") {
-            let index = index.as_u64().or_else(|| index.as_str().and_then(|s| s.parse().ok()));
-            if let Some(index) = index {
-                self.acked_here = true;
-                while self.unacked.front().is_some_and(|(i, _)| *i <= index) {
-                    self.unacked.pop_front();
-                }
-            }
-        }
+        self.since_handle.clear();
         if self.handle.as_deref() != Some(handle) {
             self.handle = Some(handle.to_owned());
             self.core.emit(ProviderEvent::ResumptionHandle(Some(handle.to_owned())));
         }
     }
 
+    /// A goAway's rotation waits for a resumable handle with no blocking call open (a handle
+    /// from before the call resumes into a session that never saw it) and, under svc_vad, for
+    /// the user's activity to end: without the Developer API's acknowledgements a message in
+    /// flight when a handle is taken can be lost, and outside an activity that is silence.
+    /// The goAway deadline rotates regardless.
     fn can_resume_now(&self) -> bool {
-        self.calls.values().all(|call| call.non_blocking) && self.resumable
+        self.calls.values().all(|call| call.non_blocking) && self.resumable && !self.activity_open
     }
 
-    /// Leaves a connection that was ready: what it did not acknowledge stays for replay, unless
-    /// it never acknowledged anything (then nothing is known to be lost or kept: replay nothing
-    /// rather than duplicate audio).
-    fn leave_connection(&mut self) {
-        if !self.acked_here {
-            self.unacked.clear();
+    fn maybe_rotate(&mut self) {
+        if self.go_away.is_some() && self.core.link == Link::Ready && self.can_resume_now() {
+            self.rotate();
         }
-        self.acked_here = false;
-        self.next_index = 0;
+    }
+
+    /// Leaves a connection that was ready (what it got since its last handle stays for replay).
+    fn leave_connection(&mut self) {
         self.turn.active = false;
+        // A new connection starts without an open activity of ours.
+        self.activity_open = false;
     }
 
     /// Rotation: close the old socket, reconnect with the latest handle.
@@ -584,6 +608,24 @@ impl GeminiCodec {
     }
 }
 
+/// svc_vad's activity signals (automatic activity detection is disabled then).
+const ACTIVITY_START: &str = "{\"realtimeInput\":{\"activityStart\":{}}}";
+const ACTIVITY_END: &str = "{\"realtimeInput\":{\"activityEnd\":{}}}";
+
+/// Top-level fields of a server message (`LiveServerMessage`, google-genai 3.6.1) that svc
+/// knows; the voice-activity ones are not used yet (svc_vad is the default detector).
+const KNOWN_FIELDS: [&str; 9] = [
+    "setupComplete",
+    "serverContent",
+    "toolCall",
+    "toolCallCancellation",
+    "usageMetadata",
+    "goAway",
+    "sessionResumptionUpdate",
+    "voiceActivity",
+    "voiceActivityDetectionSignal",
+];
+
 fn audio_frame(pcm: &[i16]) -> String {
     let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 96);
     frame.push_str("{\"realtimeInput\":{\"audio\":{\"data\":\"");
@@ -604,7 +646,17 @@ impl Codec for GeminiCodec {
             ProviderInput::Text(text) => {
                 let ms = self.core.ms(now);
                 self.core.record_turn(ms, Role::User, &text);
-                self.send_client(json!({"realtimeInput": {"text": text}}).to_string());
+                let frame = json!({"realtimeInput": {"text": text}}).to_string();
+                if self.server_vad() || self.activity_open {
+                    self.send_client(frame);
+                } else {
+                    // Automatic activity detection is off under svc_vad: the service takes
+                    // realtime input as a turn only between activity signals (the SDK's
+                    // `LiveClientRealtimeInput`: "end of turn … derived from user activity").
+                    self.send_client(ACTIVITY_START.to_owned());
+                    self.send_client(frame);
+                    self.send_client(ACTIVITY_END.to_owned());
+                }
             }
             ProviderInput::Context(text) => {
                 // A role is mandatory on 3.x (1007 otherwise); `model` notes open no turn (§2.5).
@@ -629,14 +681,17 @@ impl Codec for GeminiCodec {
                 if !self.server_vad() {
                     self.finish_user_turn();
                     self.user_started_ms = Some(self.core.ms(now));
-                    self.send_client("{\"realtimeInput\":{\"activityStart\":{}}}".to_owned());
+                    self.activity_open = true;
+                    self.send_client(ACTIVITY_START.to_owned());
                     self.core.emit(ProviderEvent::UserSpeechStarted);
                 }
             }
             ProviderInput::ActivityEnd => {
                 if !self.server_vad() {
-                    self.send_client("{\"realtimeInput\":{\"activityEnd\":{}}}".to_owned());
+                    self.activity_open = false;
+                    self.send_client(ACTIVITY_END.to_owned());
                     self.core.emit(ProviderEvent::UserSpeechStopped);
+                    self.maybe_rotate();
                 }
             }
             ProviderInput::ToolResult { call_id, output, is_error, scheduling } => {
@@ -663,7 +718,7 @@ impl Codec for GeminiCodec {
             return;
         }
         let handle = if self.resuming { self.handle.clone() } else { None };
-        let setup = setup_message(&self.setup, handle.as_deref(), self.transparent);
+        let setup = setup_message(&self.setup, handle.as_deref());
         self.core.send_json(&setup);
         self.core.link = Link::Configuring;
     }
@@ -679,6 +734,23 @@ impl Codec for GeminiCodec {
 
     fn handle_upstream_message(&mut self, now: Instant, frame: &[u8]) {
         let Some(event) = self.core.parse_frame(now, frame) else { return };
+        let Some(fields) = event.as_object() else {
+            self.core.error(false, "bad_frame", "upstream sent JSON that is not an object");
+            return;
+        };
+        for key in fields.keys().filter(|key| !KNOWN_FIELDS.contains(&key.as_str()) && *key != "error") {
+            self.core.note_unknown(key);
+        }
+        if let Some(error) = event.get("error") {
+            // The SDK raises a message without known fields as an API error (`live.py`); the
+            // service closes the socket after a fatal one, which decides the session's fate.
+            let message = error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
+            self.core.error(false, "upstream_error", message);
+        }
+        // Usage first: it may ride in the message that completes its turn (§2.9).
+        if let Some(usage) = event.get("usageMetadata") {
+            self.on_usage(usage);
+        }
         if event.get("setupComplete").is_some() {
             self.on_setup_complete(&event);
         }
@@ -705,10 +777,6 @@ impl Codec for GeminiCodec {
                 self.core.emit(ProviderEvent::ToolCallsCancelled { call_ids: ids });
             }
         }
-        if let Some(usage) = event.get("usageMetadata") {
-            // Keep the latest snapshot of the turn; committed at turnComplete (§2.9).
-            self.turn.usage = Some(usage.clone());
-        }
         if let Some(update) = event.get("sessionResumptionUpdate") {
             self.on_resumption_update(update);
         }
@@ -720,9 +788,7 @@ impl Codec for GeminiCodec {
             self.go_away = Some(GoAway { deadline, seconds_left: left.as_secs_f64() });
             self.begin_reconnecting(Some(left.as_secs_f64()));
         }
-        if self.go_away.is_some() && self.core.link == Link::Ready && self.can_resume_now() {
-            self.rotate();
-        }
+        self.maybe_rotate();
     }
 
     fn handle_upstream_closed(&mut self, now: Instant, code: Option<u16>, reason: &str) {

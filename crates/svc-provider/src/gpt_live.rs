@@ -162,6 +162,31 @@ struct Job {
     usage: Option<Value>,
 }
 
+/// GPT-Live server events (openai 3.57.0 `openai.types.live.ServerEvent`) svc does not act on,
+/// on purpose (docs/providers/gpt-live.md): acknowledgements of what svc itself sent, the
+/// `decisions` delegation svc does not use, audio fixtures, SIP transport events of a leg svc
+/// does not use, and informational notices. Anything else is logged once as unknown.
+const KNOWN_UNUSED_EVENTS: [&str; 18] = [
+    "session.updated",
+    "session.input_audio.append",
+    "session.input_audio.muted",
+    "session.input_audio.unmuted",
+    "session.instructions.appended",
+    "session.thinking.appended",
+    "session.commentary.appended",
+    "session.output_audio.fixture.playing",
+    "session.output_audio.fixture.played",
+    "decision.event",
+    "decision.item.created",
+    "decision.item.deleted",
+    "info",
+    "transport.answered",
+    "transport.ringing",
+    "transport.failed",
+    "transport.dtmf.received",
+    "transport.dtmf.sent",
+];
+
 /// The GPT-Live codec.
 #[derive(Debug)]
 pub struct GptLiveCodec {
@@ -757,7 +782,8 @@ impl Codec for GptLiveCodec {
                 }
             },
             "error" => self.on_error(&event),
-            _ => {}
+            kind if KNOWN_UNUSED_EVENTS.contains(&kind) => {}
+            kind => self.core.note_unknown(kind),
         }
         self.maybe_rotate(now);
     }

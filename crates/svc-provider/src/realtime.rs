@@ -25,8 +25,10 @@ use crate::api::{
 use crate::codec::{Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, decode_pcm, encode_pcm, heard_text};
 use crate::usage;
 
+mod events;
 mod sequencer;
 
+use events::KNOWN_UNUSED_EVENTS;
 use sequencer::{Gates, ResponseRequest, ResponseSequencer};
 
 /// Both directions run at 24 kHz PCM16.
@@ -202,6 +204,11 @@ struct AssistantItem {
     final_emitted: bool,
     /// Cut off by a barge-in: later audio and transcript of the item are dropped.
     truncated: bool,
+    /// The server's detector heard the user over this item's audio: its final transcript is
+    /// the heard share, which the runtime's [`ProviderInput::BargeIn`] (answering
+    /// `Interrupted`) tells; the item's `transcript.done`, often right behind, must not
+    /// finalize the whole text first.
+    awaiting_barge_in: bool,
 }
 
 /// The OpenAI-compatible realtime codec.
@@ -371,6 +378,7 @@ impl RealtimeCodec {
             return;
         }
         item.truncated = true;
+        item.awaiting_barge_in = false;
         let received_ms = item.samples * 1000 / u64::from(RATE_HZ);
         let end_ms = played_ms.min(received_ms);
         let heard = heard_text(&item.transcript, end_ms, received_ms);
@@ -582,7 +590,9 @@ impl RealtimeCodec {
         // Our detector config sets `interrupt_response`: the server cancels the active response
         // itself, so a barge-in only needs to truncate.
         self.responses.cancelled_by_server();
-        if self.assistant.as_ref().is_some_and(|item| !item.truncated && item.samples > 0) {
+        let text_only = self.setup.text_only;
+        if let Some(item) = self.assistant.as_mut().filter(|item| !item.truncated && item.samples > 0) {
+            item.awaiting_barge_in = !text_only && !item.final_emitted;
             self.core.emit(ProviderEvent::Interrupted);
         }
     }
@@ -797,10 +807,14 @@ impl RealtimeCodec {
                     && !item.truncated
                     && !item.final_emitted
                 {
-                    item.final_emitted = true;
                     if let Some(text) = event.get("transcript").and_then(Value::as_str) {
                         item.transcript = text.to_owned();
                     }
+                    if item.awaiting_barge_in {
+                        // The barge-in's answer finalizes it with the heard share.
+                        return;
+                    }
+                    item.final_emitted = true;
                     let (text, started) = (item.transcript.clone(), item.started_ms);
                     self.emit_assistant_final(&text);
                     self.core.record_turn(started, Role::Assistant, &text);
@@ -824,7 +838,8 @@ impl RealtimeCodec {
                 }
             }
             "response.done" => self.on_response_done(event),
-            _ => {}
+            kind if KNOWN_UNUSED_EVENTS.contains(&kind) => {}
+            kind => self.core.note_unknown(kind),
         }
     }
 }

@@ -70,7 +70,7 @@ async fn setup_maps_every_knob_exactly() {
                 "endOfSpeechSensitivity": "END_SENSITIVITY_LOW", "prefixPaddingMs": 40, "silenceDurationMs": 600}},
             "inputAudioTranscription": {},
             "outputAudioTranscription": {},
-            "sessionResumption": {"transparent": true},
+            "sessionResumption": {},
             "contextWindowCompression": {"triggerTokens": 100000, "slidingWindow": {"targetTokens": 60000}},
             "tools": [{"functionDeclarations": [
                 {"name": "search_flights", "description": "search_flights tool",
@@ -86,7 +86,7 @@ async fn setup_maps_every_knob_exactly() {
         ..ProviderABlock::default()
     });
     legacy.tools = vec![tool("search_flights")];
-    let message = svc_provider::gemini::setup_message(&legacy, Some("h1"), false);
+    let message = svc_provider::gemini::setup_message(&legacy, Some("h1"));
     assert_eq!(message["setup"]["realtimeInputConfig"], json!({"automaticActivityDetection": {"disabled": true}}));
     assert_eq!(message["setup"]["sessionResumption"], json!({"handle": "h1"}));
     assert!(message["setup"]["tools"][0]["functionDeclarations"][0].get("behavior").is_none());
@@ -241,10 +241,18 @@ async fn go_away_resumes_with_the_handle_and_loses_no_user_audio() {
     let frames =
         room_frames("a long stretch of user speech that keeps flowing across the upstream reconnect without a gap");
     let (before, after) = frames.split_at(frames.len() / 2);
-    for frame in before {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+    // Each handle holds what the fake got before it: sent in steps of its handle period (and
+    // the last step short of it), nothing is in flight when a handle is taken — the
+    // Developer API has no `transparent` acknowledgements, so what is in flight then can be
+    // lost (docs/API-DESIGN.md, Known quirks). Since the last handle, 3 frames are unreplayed.
+    for step in before.chunks(7) {
+        for frame in step {
+            h.send(ProviderInput::Audio(frame.clone())).await;
+        }
+        if step.len() == 7 {
+            h.wait(|e| matches!(e, ProviderEvent::ResumptionHandle(Some(_)))).await;
+        }
     }
-    h.wait(|e| matches!(e, ProviderEvent::ResumptionHandle(Some(_)))).await;
     fake.act(Action::GoAway(Duration::from_secs(3))).await;
     let ProviderEvent::Reconnecting { seconds_remaining } =
         h.wait(|e| matches!(e, ProviderEvent::Reconnecting { .. })).await
@@ -262,7 +270,8 @@ async fn go_away_resumes_with_the_handle_and_loses_no_user_audio() {
         resumed_setup["setup"]["sessionResumption"]["handle"].as_str().expect("resumed with a handle").to_owned();
     assert!(handle.starts_with("handle_0_"));
     assert_eq!(h.session.resumption_handle.borrow().as_deref().map(|h| h.starts_with("handle_")), Some(true));
-    // The session holds every sample exactly once: unacknowledged audio was replayed.
+    // The session holds every sample exactly once: what the old connection got after its last
+    // handle was replayed on the new one, and what came during the reconnect was buffered.
     let expected = resampled(&frames, 16_000);
     let session_audio = fake.gemini_session_audio();
     assert_eq!(session_audio.len(), expected.len(), "no sample lost or duplicated across the resume");

@@ -5,34 +5,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::model;
+use common::{connects, drain, model, request};
 use serde_json::json;
 use svc_domain::model::{ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBlock};
 use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
-use svc_provider::codec::{Codec, ConnectFailure, ConnectRequest, Transmit};
+use svc_provider::codec::{Codec, ConnectFailure, Transmit};
 use svc_provider::gemini::GeminiCodec;
 use svc_provider::gpt_live::{Backend, GptLiveCodec};
 use svc_provider::realtime::{Dialect, RealtimeCodec};
-
-fn request() -> ConnectRequest {
-    ConnectRequest { url: "ws://upstream/".to_owned(), headers: Vec::new() }
-}
-
-fn drain(codec: &mut dyn Codec) -> (Vec<Transmit>, Vec<ProviderEvent>) {
-    let mut transmits = Vec::new();
-    while let Some(t) = codec.poll_transmit() {
-        transmits.push(t);
-    }
-    let mut events = Vec::new();
-    while let Some(e) = codec.poll_event() {
-        events.push(e);
-    }
-    (transmits, events)
-}
-
-fn connects(transmits: &[Transmit]) -> usize {
-    transmits.iter().filter(|t| matches!(t, Transmit::Connect(_))).count()
-}
 
 fn openai_ready(t0: Instant) -> RealtimeCodec {
     let setup = SessionSetup::new(model(ProviderBlock::ProviderB(ProviderBBlock::default())), "p");

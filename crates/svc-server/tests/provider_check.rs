@@ -47,6 +47,8 @@ async fn passes_against_every_fake_through_the_base_url_overrides() {
     ] {
         let fake = FakeUpstream::start(flavor).await;
         fake.queue([Reply::Speak("Hello from the fake.".to_owned())]);
+        // Gemini ends the turn (final transcript, usage) only once it thinks the audio played.
+        fake.set_gemini_turn_complete_delay(std::time::Duration::from_millis(1500));
         let output = check(fake_env(&fake, FAKE_API_KEY), &["--provider", alias, "--json", "--timeout", "20"]).await;
         assert!(output.status.success(), "{alias}: exit {:?}: {}", output.status.code(), stderr(&output));
         let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");

@@ -177,7 +177,12 @@ async fn on_client(conn: &Arc<Conn>, frame: Value) -> bool {
         conn.resumption_update().await;
     }
     let input = frame.get("realtimeInput");
-    if input.and_then(|i| i.get("text")).is_some()
+    let manual_vad = conn.state().manual_vad;
+    // With automatic activity detection on, typed realtime text is activity of its own; with
+    // it off, text is part of the activity its signals delimit, and the turn is taken at
+    // `activityEnd` (google-genai `LiveClientRealtimeInput`: "end of turn … derived from user
+    // activity"); text outside an activity is not a turn.
+    if (input.and_then(|i| i.get("text")).is_some() && !manual_vad)
         || frame.pointer("/clientContent/turnComplete").and_then(Value::as_bool) == Some(true)
     {
         let reply = conn.shared.next_reply();
@@ -277,6 +282,13 @@ fn start_turn(conn: &Arc<Conn>, reply: Reply) {
                     }
                 }
                 conn.send(json!({"serverContent": {"generationComplete": true}})).await;
+                let delay = conn.shared.lock().gemini_turn_complete_delay;
+                if !delay.is_zero() {
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = cancel.cancelled() => return,
+                    }
+                }
                 let u = conn.shared.usage();
                 // An early partial snapshot, then the turn's final one: only the latest counts.
                 conn.send(json!({"usageMetadata": {"promptTokenCount": 1, "totalTokenCount": 1}})).await;

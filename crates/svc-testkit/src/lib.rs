@@ -168,6 +168,7 @@ struct Inner {
     responses_answer: String,
     /// Gemini: report `lastConsumedClientMessageIndex` every this many client messages.
     gemini_ack_every: u64,
+    gemini_turn_complete_delay: Duration,
 }
 
 pub(crate) struct Shared {
@@ -259,6 +260,7 @@ impl FakeUpstream {
                 speedup: 8,
                 responses_answer: "Your order ships on Friday.".to_owned(),
                 gemini_ack_every: 5,
+                gemini_turn_complete_delay: Duration::ZERO,
                 ..Inner::default()
             }),
             changed: Notify::new(),
@@ -327,9 +329,15 @@ impl FakeUpstream {
         self.shared.lock().responses_answer = answer.to_owned();
     }
 
-    /// Gemini: acknowledge consumption every `n` client messages (0 = never).
+    /// Gemini: send a resumption update (a new handle) every `n` client messages (0 = never).
     pub fn set_gemini_ack_every(&self, n: u64) {
         self.shared.lock().gemini_ack_every = n;
+    }
+
+    /// Gemini: hold `turnComplete` (and the turn's usage) this long after `generationComplete`,
+    /// as the service does until it thinks the client played the turn's audio.
+    pub fn set_gemini_turn_complete_delay(&self, delay: Duration) {
+        self.shared.lock().gemini_turn_complete_delay = delay;
     }
 
     /// Makes the current connection do `action`.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use svc_domain::model::{ModelCatalog, ModelChoice, ProviderBlock, ResolvedModel, resolve_model};
 use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup};
+use svc_provider::codec::{Codec, ConnectRequest, Transmit};
 use svc_provider::driver::ProviderSession;
 use svc_provider::endpoint::ProviderEnv;
 use svc_provider::resample::Resampler;
@@ -121,4 +122,29 @@ pub fn resampled(frames: &[Vec<i16>], to_hz: u32) -> Vec<i16> {
         resampler.process(frame, &mut out);
     }
     out
+}
+
+// ---- codec-level helpers (no sockets: the test drives `handle_*`/`poll_*` itself) ----------
+
+/// A connect request for a codec that never really connects.
+pub fn request() -> ConnectRequest {
+    ConnectRequest { url: "ws://upstream/".to_owned(), headers: Vec::new() }
+}
+
+/// Everything the codec wants sent and emitted, drained.
+pub fn drain(codec: &mut dyn Codec) -> (Vec<Transmit>, Vec<ProviderEvent>) {
+    let mut transmits = Vec::new();
+    while let Some(t) = codec.poll_transmit() {
+        transmits.push(t);
+    }
+    let mut events = Vec::new();
+    while let Some(e) = codec.poll_event() {
+        events.push(e);
+    }
+    (transmits, events)
+}
+
+/// How many new sockets `transmits` ask for.
+pub fn connects(transmits: &[Transmit]) -> usize {
+    transmits.iter().filter(|t| matches!(t, Transmit::Connect(_))).count()
 }
