@@ -6,12 +6,22 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use svc_wire::rest::UsageTokens;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ProviderEvent, ProviderInput, SessionSetup};
 use crate::endpoint::ProviderEnv;
+use crate::recording::Recorder;
 use crate::resample::Resampler;
+
+/// The instructions every check (and the replay of its recordings) runs with.
+pub const CHECK_INSTRUCTIONS: &str = "You are a helpful voice assistant. Keep every reply to one short sentence.";
+
+/// The session a check runs for `model`.
+pub fn setup_for(model: svc_domain::model::ResolvedModel) -> SessionSetup {
+    SessionSetup::new(model, CHECK_INSTRUCTIONS)
+}
 
 /// How long the check waits for usage after the reply's end when none came with it.
 const USAGE_GRACE: Duration = Duration::from_secs(2);
@@ -85,11 +95,29 @@ pub async fn run(
     input: CheckInput,
     timeout: Duration,
 ) -> Result<CheckReport, CheckError> {
+    run_recorded(setup, env, input, timeout, None).await
+}
+
+/// As [`run`], writing the upstream exchange and the verdict into `recorder` when given (the
+/// recording is written whatever the verdict: a failing check is what a recording is for).
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn run_recorded(
+    setup: SessionSetup,
+    env: &ProviderEnv,
+    input: CheckInput,
+    timeout: Duration,
+    recorder: Option<Recorder>,
+) -> Result<CheckReport, CheckError> {
     let provider = setup.model.alias.as_str().to_owned();
     let model = setup.model.model_id.clone();
     let svc_vad = matches!(setup.model.knobs.turn_detection(), Some(svc_domain::model::TurnDetection::SvcVad));
     let shutdown = CancellationToken::new();
-    let mut session = crate::start(setup, env, shutdown.clone())?;
+    let codec = crate::codec_for(setup, env)?;
+    let mut session =
+        crate::driver::spawn_recorded(codec, crate::driver::tls_config(), shutdown.clone(), recorder.clone());
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout;
     let seconds = timeout.as_secs();
@@ -173,6 +201,14 @@ pub async fn run(
     shutdown.cancel();
     // The check has its verdict; the task only has to be gone.
     let _ = tokio::time::timeout(Duration::from_secs(3), session.task).await;
+    if let Some(recorder) = &recorder {
+        let verdict = match &result {
+            Ok(()) => json!({"event": "report", "ok": true, "transcript": report.transcript,
+                "audio_seconds": report.audio_seconds, "usage": report.usage}),
+            Err(error) => json!({"event": "report", "ok": false, "error": error.to_string()}),
+        };
+        recorder.note(Instant::now(), verdict);
+    }
     result.map(|()| report)
 }
 

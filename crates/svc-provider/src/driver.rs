@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{ProviderEvent, ProviderInput};
 use crate::codec::{Codec, ConnectFailure, ConnectRequest, HttpEvent, Transmit};
+use crate::recording::Recorder;
 
 /// Capacity of the runtime → adapter channel (about 1 s of 20 ms audio frames plus commands).
 pub const INPUT_CAPACITY: usize = 64;
@@ -92,6 +93,17 @@ pub fn spawn_with_tls(
     tls: Arc<rustls::ClientConfig>,
     shutdown: CancellationToken,
 ) -> ProviderSession {
+    spawn_recorded(codec, tls, shutdown, None)
+}
+
+/// As [`spawn_with_tls`], writing the whole upstream exchange into `recorder` when given
+/// (`svc provider check --record`).
+pub fn spawn_recorded(
+    codec: Box<dyn Codec>,
+    tls: Arc<rustls::ClientConfig>,
+    shutdown: CancellationToken,
+    recorder: Option<Recorder>,
+) -> ProviderSession {
     let (input_tx, input_rx) = mpsc::channel(INPUT_CAPACITY);
     let (event_tx, event_rx) = mpsc::channel(EVENT_CAPACITY);
     let (handle_tx, handle_rx) = watch::channel(None);
@@ -107,6 +119,7 @@ pub fn spawn_with_tls(
         http_tx: None,
         tls,
         shutdown: shutdown.clone(),
+        recorder,
     };
     let task = tokio::spawn(driver.run());
     ProviderSession { input: input_tx, events: event_rx, resumption_handle: handle_rx, shutdown, task }
@@ -124,6 +137,7 @@ struct Driver {
     http_tx: Option<mpsc::Sender<(u64, HttpEvent)>>,
     tls: Arc<rustls::ClientConfig>,
     shutdown: CancellationToken,
+    recorder: Option<Recorder>,
 }
 
 impl Driver {
@@ -161,9 +175,17 @@ impl Driver {
                     match result {
                         Ok(socket) => {
                             self.socket = Some(socket);
+                            if let Some(recorder) = &self.recorder {
+                                recorder.connected(now);
+                            }
                             self.codec.handle_connected(now);
                         }
-                        Err(failure) => self.codec.handle_connect_failed(now, failure),
+                        Err(failure) => {
+                            if let Some(recorder) = &self.recorder {
+                                recorder.connect_failed(now, &failure);
+                            }
+                            self.codec.handle_connect_failed(now, failure);
+                        }
                     }
                 }
                 message = next_message(&mut self.socket) => {
@@ -171,8 +193,18 @@ impl Driver {
                     match message {
                         // A message is JSON in either frame type: Gemini sends binary frames,
                         // the others text; the codec reads the payload's bytes either way.
-                        Some(Ok(Message::Text(text))) => self.codec.handle_upstream_message(now, text.as_bytes()),
-                        Some(Ok(Message::Binary(bytes))) => self.codec.handle_upstream_message(now, &bytes),
+                        Some(Ok(Message::Text(text))) => {
+                            if let Some(recorder) = &self.recorder {
+                                recorder.received(now, "text", text.as_bytes());
+                            }
+                            self.codec.handle_upstream_message(now, text.as_bytes());
+                        }
+                        Some(Ok(Message::Binary(bytes))) => {
+                            if let Some(recorder) = &self.recorder {
+                                recorder.received(now, "binary", &bytes);
+                            }
+                            self.codec.handle_upstream_message(now, &bytes);
+                        }
                         Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                         Some(Ok(Message::Close(frame))) => {
                             // Answer the close frame (RFC 6455 §5.5.1: tungstenite queued the
@@ -183,22 +215,30 @@ impl Driver {
                             let (code, reason) = frame.map_or((None, String::new()), |frame| {
                                 (Some(u16::from(frame.code)), frame.reason.to_string())
                             });
+                            if let Some(recorder) = &self.recorder {
+                                recorder.closed(now, code, &reason, true);
+                            }
                             self.codec.handle_upstream_closed(now, code, &reason);
                         }
                         Some(Err(error)) => {
                             self.socket = None;
-                            self.codec.handle_upstream_closed(now, Some(1006), &error.to_string());
+                            self.upstream_gone(now, &error.to_string());
                         }
                         None => {
                             self.socket = None;
-                            self.codec.handle_upstream_closed(now, Some(1006), "connection ended");
+                            self.upstream_gone(now, "connection ended");
                         }
                     }
                 }
                 input = self.input_rx.recv(), if self.input_open => {
                     let now = self.now();
                     match input {
-                        Some(input) => self.codec.handle_input(now, input),
+                        Some(input) => {
+                            if let Some(recorder) = &self.recorder {
+                                recorder.input(now, &input);
+                            }
+                            self.codec.handle_input(now, input);
+                        }
                         None => {
                             // The runtime is gone: close like it asked to.
                             self.input_open = false;
@@ -222,10 +262,21 @@ impl Driver {
         self.http_tasks.shutdown().await;
     }
 
+    /// The socket failed or ended without a close frame (1006).
+    fn upstream_gone(&mut self, now: std::time::Instant, reason: &str) {
+        if let Some(recorder) = &self.recorder {
+            recorder.closed(now, Some(1006), reason, false);
+        }
+        self.codec.handle_upstream_closed(now, Some(1006), reason);
+    }
+
     /// Drains every transmit and event; `false` when the runtime stopped listening (events are
     /// then discarded).
     async fn drain(&mut self) -> bool {
         while let Some(transmit) = self.codec.poll_transmit() {
+            if let Some(recorder) = &self.recorder {
+                recorder.transmit(self.now(), &transmit);
+            }
             match transmit {
                 Transmit::Text(text) => {
                     let failed = match self.socket.as_mut() {
@@ -237,7 +288,7 @@ impl Driver {
                     if let Some(error) = failed {
                         self.socket = None;
                         let now = self.now();
-                        self.codec.handle_upstream_closed(now, Some(1006), &error.to_string());
+                        self.upstream_gone(now, &error.to_string());
                     }
                 }
                 Transmit::Connect(request) => {

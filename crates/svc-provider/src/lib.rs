@@ -12,6 +12,8 @@
 //!   input rate and codec; the one place a family is added.
 //! - [`endpoint`]: keys and base URLs from the ecosystem's environment variables.
 //! - [`usage`] and [`resample`]: usage mapping onto the nine token fields; 48 kHz ⇄ provider rates.
+//! - [`recording`] and [`replay`]: the upstream exchange as JSON Lines (`svc provider check
+//!   --record`) and a codec fed a recording in virtual time.
 
 pub mod api;
 pub mod check;
@@ -23,6 +25,8 @@ pub mod gemini;
 pub mod gpt_live;
 pub mod http;
 pub mod realtime;
+pub mod recording;
+pub mod replay;
 pub mod resample;
 pub mod usage;
 

@@ -34,7 +34,6 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-#[expect(clippy::large_enum_variant, reason = "parsed once per process; boxing buys nothing")]
 enum Command {
     /// Run the service: HTTP API and store, with embedded defaults.
     Serve,

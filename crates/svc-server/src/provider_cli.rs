@@ -9,13 +9,15 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
+use svc_domain::model::ResolvedModel;
 use svc_domain::model::{
     ModelChoice, Provider, ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBMiniBlock, ProviderBlock,
     ProviderCBlock, ProviderLocalBlock, resolve_model,
 };
-use svc_provider::api::SessionSetup;
 use svc_provider::check::{CheckInput, CheckReport};
 use svc_provider::endpoint::ProviderEnv;
+use svc_provider::recording::Recorder;
+use svc_provider::replay::Recording;
 
 use crate::config::Config;
 
@@ -24,6 +26,16 @@ use crate::config::Config;
 pub enum ProviderCommand {
     /// Connect to a provider, send one turn, and report the reply (exit 0 on success).
     Check(CheckArgs),
+    /// Feed a recording (`check --record`) back into the adapter, offline, and print what it
+    /// reports (exit 0 unless the adapter reports a fatal error).
+    Replay(ReplayArgs),
+}
+
+/// `svc provider replay` options.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A recording written by `svc provider check --record`.
+    file: PathBuf,
 }
 
 /// `svc provider check` options.
@@ -44,6 +56,10 @@ pub struct CheckArgs {
     /// Seconds to wait for the reply.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
+    /// Write the raw upstream exchange to this file (JSON Lines; audio summarized, no keys),
+    /// whatever the verdict: send it with a bug report, replay it with `svc provider replay`.
+    #[arg(long)]
+    record: Option<PathBuf>,
 }
 
 /// Default text turn.
@@ -51,11 +67,17 @@ pub const DEFAULT_TEXT: &str = "Say hello.";
 
 /// Runs a provider command; the error is the one-line reason.
 pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -> anyhow::Result<()> {
-    let ProviderCommand::Check(args) = command;
-    let alias = Provider::from_wire(&args.provider).ok_or_else(|| {
-        anyhow!("unknown provider `{}` (use {})", args.provider, crate::config::provider_aliases().join(", "))
+    match command {
+        ProviderCommand::Check(args) => check(config, args, json_output).await,
+        ProviderCommand::Replay(args) => replay(config, &args, json_output),
+    }
+}
+
+/// The catalog's model for `provider` (an alias) and an optional model id.
+fn resolve(config: &Config, provider: &str, model_id: Option<String>) -> anyhow::Result<ResolvedModel> {
+    let alias = Provider::from_wire(provider).ok_or_else(|| {
+        anyhow!("unknown provider `{provider}` (use {})", crate::config::provider_aliases().join(", "))
     })?;
-    let model_id = args.model.clone();
     let block = match alias {
         Provider::ProviderA => ProviderBlock::ProviderA(ProviderABlock { model_id, ..ProviderABlock::default() }),
         Provider::ProviderB => ProviderBlock::ProviderB(ProviderBBlock { model_id, ..ProviderBBlock::default() }),
@@ -68,8 +90,12 @@ pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -
             ProviderBlock::ProviderLocal(ProviderLocalBlock { model_id, ..ProviderLocalBlock::default() })
         }
     };
-    let model = resolve_model(&config.model_catalog, Some(&ModelChoice::Block(block)), None)
-        .map_err(|error| anyhow!("{}", error.message()))?;
+    resolve_model(&config.model_catalog, Some(&ModelChoice::Block(block)), None)
+        .map_err(|error| anyhow!("{}", error.message()))
+}
+
+async fn check(config: &Config, args: CheckArgs, json_output: bool) -> anyhow::Result<()> {
+    let model = resolve(config, &args.provider, args.model.clone())?;
     let env = ProviderEnv::from_env()?;
     let input = match &args.wav {
         Some(path) => {
@@ -80,8 +106,14 @@ pub async fn run(config: &Config, command: ProviderCommand, json_output: bool) -
         }
         None => CheckInput::Text(args.text.clone().unwrap_or_else(|| DEFAULT_TEXT.to_owned())),
     };
-    let setup = SessionSetup::new(model, "You are a helpful voice assistant. Keep every reply to one short sentence.");
-    let report = svc_provider::check::run(setup, &env, input, Duration::from_secs(args.timeout.max(1))).await?;
+    let recorder = args.record.as_ref().map(|_| Recorder::new(model.alias.as_str(), &model.model_id, &model.family));
+    let setup = svc_provider::check::setup_for(model);
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let result = svc_provider::check::run_recorded(setup, &env, input, timeout, recorder.clone()).await;
+    if let (Some(path), Some(recorder)) = (&args.record, &recorder) {
+        std::fs::write(path, recorder.lines()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let report = result?;
     if report.transcript.is_empty() && report.audio_seconds == 0.0 {
         bail!("protocol error: the reply had neither audio nor text");
     }
@@ -122,4 +154,46 @@ fn print_report(report: &CheckReport, json_output: bool) {
     }
     let first = report.first_audio_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
     println!("timings:     connect {} ms, first audio {first}, total {} ms", report.connect_ms, report.total_ms);
+}
+
+/// `svc provider replay FILE`: the recording's upstream side and inputs into the adapter, in
+/// virtual time; prints every event the adapter reports.
+fn replay(config: &Config, args: &ReplayArgs, json_output: bool) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
+    let recording = Recording::parse(&text)?;
+    let provider = recording.field("provider").ok_or_else(|| anyhow!("the recording names no provider"))?;
+    let model = resolve(config, provider, recording.field("model").map(str::to_owned))?;
+    // The codec needs credentials to build its connect request; nothing connects here.
+    let env = ProviderEnv::from_lookup(|name| name.ends_with("_API_KEY").then(|| "replay".to_owned()))?;
+    let mut codec = svc_provider::codec_for(svc_provider::check::setup_for(model), &env)?;
+    let outcome = svc_provider::replay::replay(codec.as_mut(), &recording, std::time::Instant::now());
+    let fatal = outcome.events.iter().find_map(|event| match event {
+        svc_provider::api::ProviderEvent::Error(error) if error.fatal => {
+            Some(format!("{}: {}", error.code, error.message))
+        }
+        _ => None,
+    });
+    if json_output {
+        let events: Vec<String> = outcome.events.iter().map(|event| format!("{event:?}")).collect();
+        let value = json!({"events": events, "frames_sent": outcome.sent.len(), "lines_skipped": outcome.skipped,
+            "recorded_report": recording.report()});
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+    } else {
+        for event in &outcome.events {
+            println!("{event:?}");
+        }
+        println!(
+            "-- {} events, {} frames sent, {} lines not replayed",
+            outcome.events.len(),
+            outcome.sent.len(),
+            outcome.skipped
+        );
+        if let Some(report) = recording.report() {
+            println!("-- recorded verdict: {report}");
+        }
+    }
+    match fatal {
+        Some(error) => bail!("the adapter reported a fatal error: {error}"),
+        None => Ok(()),
+    }
 }

@@ -163,3 +163,66 @@ async fn a_malformed_base_url_is_a_configuration_error() {
         stderr(&output)
     );
 }
+
+/// Runs `svc provider replay` on `file`.
+async fn replay(file: &std::path::Path) -> Output {
+    let file = file.to_owned();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_svc"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .args(["provider", "replay"])
+            .arg(&file)
+            .output()
+            .expect("run svc")
+    })
+    .await
+    .expect("join")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_check_replays_offline_to_the_same_reply() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for alias in ["provider_a", "provider_b", "provider_c"] {
+        let fake = FakeUpstream::start(if alias == "provider_c" { Flavor::Xai } else { Flavor::OpenAi }).await;
+        fake.queue([Reply::Speak("Recorded for later.".to_owned())]);
+        let path = dir.path().join(format!("{alias}.jsonl"));
+        let path_arg = path.to_str().expect("utf-8").to_owned();
+        let output =
+            check(fake_env(&fake, FAKE_API_KEY), &["--provider", alias, "--json", "--record", &path_arg]).await;
+        assert!(output.status.success(), "{alias}: {}", stderr(&output));
+        let text = std::fs::read_to_string(&path).expect("the recording was written");
+        assert!(!text.contains(FAKE_API_KEY), "{alias}: the key never reaches a recording");
+        let lines: Vec<Value> = text.lines().map(|line| serde_json::from_str(line).expect("JSON lines")).collect();
+        assert_eq!(lines[0]["format"], "svc-provider-recording");
+        assert_eq!(lines[0]["provider"], alias);
+        assert!(lines.iter().any(|l| l["dir"] == "in"), "{alias}: upstream frames recorded");
+        assert!(lines.iter().any(|l| l["input"]["kind"] == "text"), "{alias}: the typed turn recorded");
+        let audio = lines.iter().find_map(|l| {
+            let text = l["json"].to_string();
+            text.contains("<base64 bytes=").then_some(())
+        });
+        assert!(audio.is_some(), "{alias}: audio summarized");
+        assert_eq!(lines.last().expect("lines")["event"], "report");
+        assert_eq!(lines.last().expect("lines")["transcript"], "Recorded for later.");
+
+        // Offline, no key, no upstream: the adapter says the same thing again.
+        let output = replay(&path).await;
+        assert!(output.status.success(), "{alias}: {}", stderr(&output));
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert!(printed.contains("Ready"), "{alias}: {printed}");
+        assert!(
+            printed.contains(r#"AssistantTranscript { text: "Recorded for later.", is_final: true }"#),
+            "{alias}: {printed}"
+        );
+        if alias != "provider_c" {
+            assert!(printed.contains("total_tokens: 210"), "{alias}: usage replayed: {printed}");
+        }
+    }
+    // Not a recording: one clear line.
+    let bogus = dir.path().join("bogus.jsonl");
+    std::fs::write(&bogus, "{\"hello\":1}\n").expect("write");
+    let output = replay(&bogus).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("not an svc provider recording"), "{}", stderr(&output));
+}
