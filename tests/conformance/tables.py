@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import collections.abc
 import inspect
 import re
 import sys
@@ -83,12 +84,12 @@ def _models_in(annotation: Any, canonical: Any = None) -> list[type[pydantic.Bas
                 if model not in found:
                     found.append(model)
         return _canonical_union(found, canonical)
-    if origin in (list, tuple, set, frozenset) or origin is typing.Sequence:
+    if origin in (list, tuple, set, frozenset, collections.abc.Sequence):
         found = []
         for arg in typing.get_args(annotation):
             found += [m for m in _models_in(arg, canonical) if m not in found]
         return _canonical_union(found, canonical)
-    if origin is dict or origin is typing.Mapping:
+    if origin in (dict, collections.abc.Mapping):
         return []
     if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
         return [annotation]
@@ -301,10 +302,10 @@ def gemini_schema() -> Schema:
     setup = schema.messages[CLIENT]["setup"]
     for python_name, path in placed:
         setup.add(path)
-        refused: set[str] = set()
+        refused_below: set[str] = set()
         for inner in _models_in(config_fields[python_name].annotation, canonical):
-            walker.walk(inner, path + ".", setup, refused)
-        schema.refused |= {(CLIENT, "setup", p) for p in refused}
+            walker.walk(inner, path + ".", setup, refused_below)
+        schema.refused |= {(CLIENT, "setup", p) for p in refused_below}
     for python_name in refused_fields:
         path = "setup." + _wire_name(python_name, config_fields[python_name])
         setup.add(path)
