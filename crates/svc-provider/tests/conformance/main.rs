@@ -12,3 +12,4 @@
 mod fake;
 mod gemini;
 mod openai;
+mod tables;
