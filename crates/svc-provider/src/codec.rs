@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
 use crate::api::{ProviderError, ProviderEvent, ProviderInput, ROOM_RATE_HZ, Role, TranscriptTurn};
 use crate::resample::Resampler;
@@ -113,9 +114,24 @@ pub fn encode_pcm(samples: &[i16]) -> String {
     B64.encode(bytes)
 }
 
-/// Inverse of [`encode_pcm`]; `None` for invalid base64 (an odd trailing byte is dropped).
+/// Standard and URL-safe base64, padded or not: what a protobuf JSON parser accepts for `bytes`
+/// (Gemini's wire is protobuf JSON; pydantic, and so google-genai's types, write URL-safe).
+const B64_STANDARD_ANY_PADDING: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+const B64_URL_SAFE_ANY_PADDING: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Inverse of [`encode_pcm`], also reading URL-safe and unpadded base64; `None` for invalid
+/// base64 (an odd trailing byte is dropped).
 pub fn decode_pcm(data: &str) -> Option<Vec<i16>> {
-    let bytes = B64.decode(data.as_bytes()).ok()?;
+    let bytes = B64_STANDARD_ANY_PADDING
+        .decode(data.as_bytes())
+        .or_else(|_| B64_URL_SAFE_ANY_PADDING.decode(data.as_bytes()))
+        .ok()?;
     Some(bytes.chunks_exact(2).map(|pair| i16::from_le_bytes([pair[0], pair[1]])).collect())
 }
 
@@ -556,6 +572,11 @@ mod tests {
         let samples = [0i16, 1, -1, i16::MAX, i16::MIN, 1234];
         assert_eq!(decode_pcm(&encode_pcm(&samples)).as_deref(), Some(&samples[..]));
         assert_eq!(decode_pcm("not base64!"), None);
+        // URL-safe and unpadded, as protobuf JSON parsers accept (and pydantic writes).
+        let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+        let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bytes);
+        assert!(url_safe.contains('-') || url_safe.contains('_'), "{url_safe}");
+        assert_eq!(decode_pcm(&url_safe).as_deref(), Some(&samples[..]));
     }
 
     #[test]
