@@ -143,6 +143,15 @@ pub fn json_string(text: &str) -> String {
 /// Most client commands kept while the upstream reconnects.
 pub const PENDING_FRAMES_MAX: usize = 256;
 
+/// Something held for a ready link ([`Core::send_when_ready`], [`Core::buffer_audio`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// A client command, as sent.
+    Frame(String),
+    /// User audio at the provider rate (the codec frames it).
+    Audio(Vec<i16>),
+}
+
 /// Where the upstream link is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Link {
@@ -167,11 +176,14 @@ pub struct Core {
     origin: Option<Instant>,
     resampler: Option<Resampler>,
     scratch: Vec<i16>,
-    /// Client commands waiting for a ready link (bounded by [`PENDING_FRAMES_MAX`]).
-    pending_frames: VecDeque<String>,
-    /// User audio at the provider rate waiting for a ready link (bounded).
-    pending_audio: VecDeque<i16>,
-    pending_audio_max: usize,
+    /// Client commands and user audio (at the provider rate) waiting for a ready link, in the
+    /// order they were given: an activity signal must not overtake the audio before it.
+    held: VecDeque<Held>,
+    /// Commands in `held` (bounded by [`PENDING_FRAMES_MAX`]).
+    held_frames: usize,
+    /// Audio samples in `held` (bounded by `held_audio_max`: stale audio confuses detectors).
+    held_audio: usize,
+    held_audio_max: usize,
     /// Session usage across upstream sessions.
     pub usage: UsageMeter,
     /// Finished turns, ordered by when they started (ms since origin).
@@ -209,9 +221,10 @@ impl Core {
             // "pass through", which keeps the session alive rather than panicking.
             resampler: Resampler::new(ROOM_RATE_HZ, provider_rate_hz).ok(),
             scratch: Vec::with_capacity(1024),
-            pending_frames: VecDeque::new(),
-            pending_audio: VecDeque::new(),
-            pending_audio_max: (provider_rate_hz as usize) * (buffer_ms as usize) / 1000,
+            held: VecDeque::new(),
+            held_frames: 0,
+            held_audio: 0,
+            held_audio_max: (provider_rate_hz as usize) * (buffer_ms as usize) / 1000,
             usage: UsageMeter::new(),
             history: Vec::new(),
             link: Link::Connecting,
@@ -259,9 +272,13 @@ impl Core {
             self.out.push_back(Transmit::Text(frame));
             return;
         }
-        self.pending_frames.push_back(frame);
-        if self.pending_frames.len() > PENDING_FRAMES_MAX {
-            self.pending_frames.pop_front();
+        self.held.push_back(Held::Frame(frame));
+        self.held_frames += 1;
+        if self.held_frames > PENDING_FRAMES_MAX {
+            if let Some(oldest) = self.held.iter().position(|held| matches!(held, Held::Frame(_))) {
+                self.held.remove(oldest);
+                self.held_frames -= 1;
+            }
             self.emit(ProviderEvent::Error(ProviderError {
                 fatal: false,
                 code: "input_dropped".to_owned(),
@@ -270,9 +287,20 @@ impl Core {
         }
     }
 
-    /// Commands kept while the link was down, in order.
-    pub fn take_pending(&mut self) -> Vec<String> {
-        self.pending_frames.drain(..).collect()
+    /// Everything held while the link was down, in order, audio in chunks of at most `chunk`
+    /// samples.
+    pub fn take_held(&mut self, chunk: usize) -> Vec<Held> {
+        let chunk = chunk.max(1);
+        let mut out = Vec::with_capacity(self.held.len());
+        for held in self.held.drain(..) {
+            match held {
+                Held::Frame(frame) => out.push(Held::Frame(frame)),
+                Held::Audio(pcm) => out.extend(pcm.chunks(chunk).map(|piece| Held::Audio(piece.to_vec()))),
+            }
+        }
+        self.held_frames = 0;
+        self.held_audio = 0;
+        out
     }
 
     /// Queues any transmit.
@@ -352,22 +380,26 @@ impl Core {
         &self.scratch
     }
 
-    /// Keeps resampled audio for when the link is ready, dropping the oldest beyond the bound.
+    /// Keeps resampled audio for when the link is ready, after what was held before it,
+    /// dropping the oldest audio beyond the bound.
     pub fn buffer_audio(&mut self, pcm: &[i16]) {
-        self.pending_audio.extend(pcm.iter().copied());
-        while self.pending_audio.len() > self.pending_audio_max {
-            self.pending_audio.pop_front();
+        match self.held.back_mut() {
+            Some(Held::Audio(last)) => last.extend_from_slice(pcm),
+            _ => self.held.push_back(Held::Audio(pcm.to_vec())),
         }
-    }
-
-    /// Buffered audio, drained in chunks of at most `chunk` samples.
-    pub fn take_buffered_audio(&mut self, chunk: usize) -> Vec<Vec<i16>> {
-        let mut chunks = Vec::new();
-        while !self.pending_audio.is_empty() {
-            let n = chunk.min(self.pending_audio.len());
-            chunks.push(self.pending_audio.drain(..n).collect());
+        self.held_audio += pcm.len();
+        while self.held_audio > self.held_audio_max {
+            let Some(at) = self.held.iter().position(|held| matches!(held, Held::Audio(_))) else { break };
+            let excess = self.held_audio - self.held_audio_max;
+            if let Some(Held::Audio(oldest)) = self.held.get_mut(at) {
+                let cut = excess.min(oldest.len());
+                oldest.drain(..cut);
+                self.held_audio -= cut;
+                if oldest.is_empty() {
+                    self.held.remove(at);
+                }
+            }
         }
-        chunks
     }
 
     /// Records a finished turn that started at `started_ms`, keeping the history ordered by start.

@@ -25,7 +25,9 @@ use svc_domain::session_config::InterruptionSensitivity;
 use crate::api::{
     ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, TranscriptTurn,
 };
-use crate::codec::{Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, decode_pcm, encode_pcm, heard_text};
+use crate::codec::{
+    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
+};
 use crate::usage;
 
 /// User audio rate sent upstream.
@@ -197,7 +199,9 @@ pub struct GeminiCodec {
     user_started_ms: Option<u64>,
     greeted: bool,
     muted: bool,
-    seeded: bool,
+    /// Turns of the transcript a fresh upstream session is seeded with: those recorded before
+    /// the last ready link went down (turns given while it was down are sent as they were held).
+    seed_turns: usize,
 }
 
 impl GeminiCodec {
@@ -209,6 +213,7 @@ impl GeminiCodec {
         }
         core.transmit(Transmit::Connect(connect.clone()));
         let resuming = setup.resumption_handle.is_some();
+        let setup_history_len = setup.history.len();
         GeminiCodec {
             handle: setup.resumption_handle.clone(),
             resumable: setup.resumption_handle.is_some(),
@@ -230,7 +235,9 @@ impl GeminiCodec {
             user_started_ms: None,
             greeted: false,
             muted: false,
-            seeded: false,
+            // A prior session's transcript seeds the first upstream session (unless its handle
+            // resumes it natively).
+            seed_turns: setup_history_len,
         }
     }
 
@@ -479,22 +486,21 @@ impl GeminiCodec {
         // transcript instead, so old audio is not replayed into it.
         let sent_since_handle = std::mem::take(&mut self.since_handle);
         let replay: Vec<String> = if resumed { sent_since_handle.into() } else { Vec::new() };
-        // Tool responses go first after setup; then what the old connection did not consume;
-        // then commands given while the link was down.
+        // Tool responses go first after setup (§2.2 step 5); then what the old connection got
+        // after its handle; then, on a fresh session, the transcript; then what was given while
+        // the link was down, commands and audio in the order they came (an activity signal
+        // must not overtake its audio).
         for frame in std::mem::take(&mut self.pending_tool_responses) {
             self.send_client(frame);
         }
         for frame in replay {
             self.send_client(frame);
         }
-        for frame in self.core.take_pending() {
-            self.send_client(frame);
-        }
-        if !resumed && !self.seeded && self.core.history().next().is_some() {
-            self.seeded = true;
+        if !resumed && self.seed_turns > 0 {
             let turns: Vec<Value> = self
                 .core
                 .history()
+                .take(self.seed_turns)
                 .map(|turn: &TranscriptTurn| {
                     let role = if turn.role == Role::User { "user" } else { "model" };
                     json!({"role": role, "parts": [{"text": turn.text}]})
@@ -502,9 +508,11 @@ impl GeminiCodec {
                 .collect();
             self.send_client(json!({"clientContent": {"turns": turns, "turnComplete": false}}).to_string());
         }
-        for chunk in self.core.take_buffered_audio(INPUT_RATE_HZ as usize / 10) {
-            let frame = audio_frame(&chunk);
-            self.send_client(frame);
+        for held in self.core.take_held(INPUT_RATE_HZ as usize / 10) {
+            match held {
+                Held::Frame(frame) => self.send_client(frame),
+                Held::Audio(chunk) => self.send_client(audio_frame(&chunk)),
+            }
         }
         if !self.greeted {
             self.greeted = true;
@@ -558,6 +566,7 @@ impl GeminiCodec {
     /// Leaves a connection that was ready (what it got since its last handle stays for replay).
     fn leave_connection(&mut self) {
         self.turn.active = false;
+        self.seed_turns = self.core.history().count();
         // A new connection starts without an open activity of ours.
         self.activity_open = false;
     }

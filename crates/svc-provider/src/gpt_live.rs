@@ -20,7 +20,7 @@ use svc_domain::model::{Delegation, Knobs};
 
 use crate::api::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, HttpEvent, HttpRequest, Link, Transmit, decode_pcm, encode_pcm,
+    Codec, ConnectFailure, ConnectRequest, Core, Held, HttpEvent, HttpRequest, Link, Transmit, decode_pcm, encode_pcm,
     heard_text, split_for_append,
 };
 use crate::usage;
@@ -627,11 +627,11 @@ impl GptLiveCodec {
             // A new session starts unmuted (§4.4).
             self.core.send_json(&json!({"type": "session.input_audio.mute"}));
         }
-        for frame in self.core.take_pending() {
-            self.core.send(frame);
-        }
-        for chunk in self.core.take_buffered_audio(RATE_HZ as usize / 10) {
-            self.core.send(audio_frame(&chunk));
+        for held in self.core.take_held(RATE_HZ as usize / 10) {
+            match held {
+                Held::Frame(frame) => self.core.send(frame),
+                Held::Audio(chunk) => self.core.send(audio_frame(&chunk)),
+            }
         }
         if !self.greeted {
             self.greeted = true;

@@ -12,24 +12,24 @@
 //! - the hard session cap (OpenAI 60 min, xAI 120 min) is met by rotating early, at a quiet
 //!   moment, onto a fresh upstream session reseeded from the transcript.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use svc_domain::model::{Knobs, ProviderBTurnDetection, ProviderCKnobs};
-use svc_domain::session_config::InterruptionSensitivity;
 
-use crate::api::{
-    ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, ToolDecl,
+use crate::api::{ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior};
+use crate::codec::{
+    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
 };
-use crate::codec::{Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, decode_pcm, encode_pcm, heard_text};
 use crate::usage;
 
 mod events;
 mod sequencer;
+mod session;
 
 use events::KNOWN_UNUSED_EVENTS;
 use sequencer::{Gates, ResponseRequest, ResponseSequencer};
+pub use session::session_update;
 
 /// Both directions run at 24 kHz PCM16.
 pub const RATE_HZ: u32 = 24_000;
@@ -58,129 +58,6 @@ pub enum Dialect {
     /// xAI Grok voice: `voice`/`turn_detection` at the top of `session`, cumulative user
     /// transcripts, `force_message` greetings, usage sometimes at top level.
     Xai,
-}
-
-/// The `session.update` for `setup` (the exact mapping of every knob, §3.2–3.3 and §5.2).
-pub fn session_update(setup: &SessionSetup, dialect: Dialect, instructions: &str) -> Value {
-    match dialect {
-        Dialect::OpenAi => openai_session(setup, instructions),
-        Dialect::Xai => xai_session(setup, instructions),
-    }
-}
-
-fn tools_json(tools: &[ToolDecl]) -> Vec<Value> {
-    tools
-        .iter()
-        .map(|tool| {
-            json!({"type": "function", "name": tool.name, "description": tool.description, "parameters": tool.parameters})
-        })
-        .collect()
-}
-
-/// server_vad threshold for an interruption sensitivity (providers.md §1.4 proposal); the
-/// provider default when the agent keeps the default.
-fn vad_threshold(sensitivity: InterruptionSensitivity) -> Option<f64> {
-    match sensitivity {
-        InterruptionSensitivity::Low => Some(0.7),
-        InterruptionSensitivity::Default => None,
-        InterruptionSensitivity::High => Some(0.35),
-    }
-}
-
-fn openai_session(setup: &SessionSetup, instructions: &str) -> Value {
-    let detection = match &setup.model.knobs {
-        Knobs::ProviderB(knobs) | Knobs::ProviderBMini(knobs) => knobs.turn_detection.clone(),
-        _ => ProviderBTurnDetection::SemanticVad { eagerness: svc_domain::model::Eagerness::Auto },
-    };
-    let turn_detection = match detection {
-        ProviderBTurnDetection::ServerVad { silence_duration_ms, prefix_padding_ms } => {
-            let mut vad = json!({"type": "server_vad"});
-            if let Some(threshold) = vad_threshold(setup.interruption_sensitivity) {
-                vad["threshold"] = json!(threshold);
-            }
-            if let Some(ms) = prefix_padding_ms {
-                vad["prefix_padding_ms"] = json!(ms);
-            }
-            if let Some(ms) = silence_duration_ms {
-                vad["silence_duration_ms"] = json!(ms);
-            }
-            vad["create_response"] = json!(true);
-            vad["interrupt_response"] = json!(true);
-            vad
-        }
-        ProviderBTurnDetection::SemanticVad { eagerness } => json!({
-            "type": "semantic_vad", "eagerness": eagerness.as_str(),
-            "create_response": true, "interrupt_response": true,
-        }),
-    };
-    let mut audio = json!({
-        "input": {
-            "format": {"type": "audio/pcm", "rate": RATE_HZ},
-            "transcription": {"model": OPENAI_TRANSCRIBE_MODEL},
-            "turn_detection": turn_detection,
-        }
-    });
-    if !setup.text_only {
-        audio["output"] = json!({"format": {"type": "audio/pcm", "rate": RATE_HZ}, "voice": setup.voice});
-    }
-    let mut session = json!({
-        "type": "realtime",
-        "model": setup.model.model_id,
-        "instructions": instructions,
-        "output_modalities": [if setup.text_only { "text" } else { "audio" }],
-        "audio": audio,
-    });
-    if !setup.tools.is_empty() {
-        session["tools"] = json!(tools_json(&setup.tools));
-        session["tool_choice"] = json!("auto");
-    }
-    json!({"type": "session.update", "session": session})
-}
-
-fn xai_session(setup: &SessionSetup, instructions: &str) -> Value {
-    let knobs = match &setup.model.knobs {
-        Knobs::ProviderC(knobs) => knobs.clone(),
-        _ => ProviderCKnobs {
-            turn_detection: svc_domain::model::TurnDetection::ServerVad,
-            silence_duration_ms: None,
-            prefix_padding_ms: None,
-            reasoning_effort: svc_domain::model::ProviderCReasoningEffort::High,
-            speed: None,
-            idle_timeout_ms: None,
-        },
-    };
-    // Always send turn_detection: without it xAI suppresses speech events (§5.2).
-    let mut vad = json!({"type": "server_vad"});
-    if let Some(threshold) = vad_threshold(setup.interruption_sensitivity) {
-        vad["threshold"] = json!(threshold);
-    }
-    if let Some(ms) = knobs.silence_duration_ms {
-        vad["silence_duration_ms"] = json!(ms);
-    }
-    if let Some(ms) = knobs.prefix_padding_ms {
-        vad["prefix_padding_ms"] = json!(ms);
-    }
-    if let Some(ms) = knobs.idle_timeout_ms {
-        vad["idle_timeout_ms"] = json!(ms);
-    }
-    let mut output = json!({"format": {"type": "audio/pcm", "rate": RATE_HZ}});
-    if let Some(speed) = knobs.speed {
-        output["speed"] = json!(speed);
-    }
-    let mut session = json!({
-        "instructions": instructions,
-        "voice": setup.voice,
-        "turn_detection": vad,
-        "reasoning": {"effort": knobs.reasoning_effort.as_str()},
-        "audio": {
-            "input": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "transcription": {"model": XAI_TRANSCRIBE_MODEL}},
-            "output": output,
-        },
-    });
-    if !setup.tools.is_empty() {
-        session["tools"] = json!(tools_json(&setup.tools));
-    }
-    json!({"type": "session.update", "session": session})
 }
 
 /// One tool call the upstream made and that is not settled yet.
@@ -234,6 +111,10 @@ pub struct RealtimeCodec {
     last_speech_started_ms: u64,
     last_audio_out: Option<Instant>,
     calls: BTreeMap<String, Call>,
+    /// Every call id the current upstream session announced: a call arrives twice
+    /// (`response.function_call_arguments.done`, then `response.output_item.done`), and the
+    /// runtime may have answered it in between (so it is no longer in `calls`).
+    announced_calls: HashSet<String>,
     muted: bool,
     /// An event without its `item_id` failed the current turn (reported once per turn).
     missing_item_reported: bool,
@@ -263,6 +144,7 @@ impl RealtimeCodec {
             last_speech_started_ms: 0,
             last_audio_out: None,
             calls: BTreeMap::new(),
+            announced_calls: HashSet::new(),
             muted: false,
             missing_item_reported: false,
         }
@@ -464,6 +346,7 @@ impl RealtimeCodec {
     /// Forget what belonged to the old upstream session.
     fn reset_upstream_state(&mut self) {
         self.responses.reset();
+        self.announced_calls.clear();
         self.user_speaking = false;
         let lost: Vec<String> =
             self.calls.iter().filter(|(_, call)| !call.answered_upstream).map(|(id, _)| id.clone()).collect();
@@ -514,8 +397,11 @@ impl RealtimeCodec {
                     "content": [{"type": "input_text", "text": reseed_preamble(&history)}]}));
             }
         }
-        for frame in self.core.take_pending() {
-            self.core.send(frame);
+        for held in self.core.take_held(RATE_HZ as usize / 10) {
+            match held {
+                Held::Frame(frame) => self.core.send(frame),
+                Held::Audio(chunk) => self.core.send(audio_frame(&chunk)),
+            }
         }
         self.upstream_ready_at = Some(now);
         if reseeding {
@@ -525,9 +411,6 @@ impl RealtimeCodec {
             self.core.was_ready = true;
             let id = event.pointer("/session/id").and_then(Value::as_str).map(str::to_owned);
             self.core.emit(ProviderEvent::Ready { upstream_session_id: id });
-        }
-        for chunk in self.core.take_buffered_audio(RATE_HZ as usize / 10) {
-            self.core.send(audio_frame(&chunk));
         }
         if !self.greeted {
             self.greeted = true;
@@ -636,15 +519,19 @@ impl RealtimeCodec {
                 });
             }
             "updated" => {
-                // xAI: cumulative and may revise — emit only what extends the previous text.
+                // xAI: cumulative, and the word being heard may still be corrected. Fragments
+                // cannot be taken back, so only whole words (up to the last space) go out, and
+                // only what extends the words already sent; the final has the corrected text.
                 let full = event.get("transcript").and_then(Value::as_str).unwrap_or("");
+                let stable = full.rfind(char::is_whitespace).map_or("", |end| &full[..end + 1]);
                 let entry = self.user_items.entry(id).or_insert((speech_started_ms, String::new()));
-                let previous = std::mem::replace(&mut entry.1, full.to_owned());
-                if let Some(extension) = full.strip_prefix(previous.as_str())
+                if let Some(extension) = stable.strip_prefix(entry.1.as_str())
                     && !extension.is_empty()
                 {
+                    let extension = extension.to_owned();
+                    entry.1 = stable.to_owned();
                     self.core.emit(ProviderEvent::UserTranscript {
-                        text: extension.to_owned(),
+                        text: extension,
                         is_final: false,
                         speech_started_ms,
                     });
@@ -726,8 +613,8 @@ impl RealtimeCodec {
 
     fn on_function_call(&mut self, event: &Value) {
         let Some(call_id) = event.get("call_id").and_then(Value::as_str) else { return };
-        if self.calls.contains_key(call_id) {
-            return; // Seen via the other event already.
+        if !self.announced_calls.insert(call_id.to_owned()) {
+            return; // Seen via the other event already (and perhaps answered since).
         }
         let name = event.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
         let raw = event.get("arguments").and_then(Value::as_str).unwrap_or("{}");

@@ -250,3 +250,71 @@ fn openai_ignores_unknown_event_types_and_fields() {
         );
     }
 }
+
+#[test]
+fn input_given_before_the_link_is_ready_keeps_its_order() {
+    // svc_vad: the user starts, speaks and stops before setupComplete (at start, or during a
+    // reconnect): the activity must still hold its audio.
+    let setup = SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p");
+    let mut codec = GeminiCodec::new(setup, request());
+    let t0 = Instant::now();
+    codec.handle_connected(t0);
+    drain(&mut codec);
+    codec.handle_input(t0, ProviderInput::ActivityStart);
+    for _ in 0..10 {
+        codec.handle_input(t0, ProviderInput::Audio(vec![800; 960]));
+    }
+    codec.handle_input(t0, ProviderInput::ActivityEnd);
+    codec.handle_input(t0, ProviderInput::Text("and one more thing".to_owned()));
+    codec.handle_upstream_message(t0, br#"{"setupComplete":{}}"#);
+    let kinds: Vec<String> = texts(&drain(&mut codec).0)
+        .iter()
+        .map(|message| {
+            let input = &message["realtimeInput"];
+            ["activityStart", "audio", "activityEnd", "text"]
+                .iter()
+                .find(|key| input.get(**key).is_some())
+                .map_or_else(|| message.to_string(), |key| (*key).to_owned())
+        })
+        .collect();
+    let mut expected = vec!["activityStart".to_owned()];
+    expected.extend(std::iter::repeat_n("audio".to_owned(), 2)); // 200 ms at 16 kHz, in 100 ms frames
+    expected.extend(["activityEnd", "activityStart", "text", "activityEnd"].map(str::to_owned));
+    assert_eq!(kinds, expected);
+}
+
+#[test]
+fn a_fresh_upstream_session_is_seeded_once_with_what_came_before_the_drop() {
+    let mut codec = gemini(None);
+    let t0 = Instant::now();
+    codec.handle_input(t0, ProviderInput::Text("Where is my order?".to_owned()));
+    gemini_reply(&mut codec);
+    send(&mut codec, &json!({"serverContent": {"turnComplete": true}}));
+    for drop in 1..=2 {
+        // The socket drops with no handle yet: a fresh session follows, twice.
+        let down = t0 + Duration::from_secs(10 * drop);
+        codec.handle_upstream_closed(down, Some(1011), "internal");
+        codec.handle_input(down + Duration::from_millis(100), ProviderInput::Text(format!("hello again {drop}")));
+        drain(&mut codec);
+        let retry = codec.poll_timeout().expect("a retry is scheduled");
+        codec.handle_timeout(retry);
+        codec.handle_connected(retry);
+        codec.handle_upstream_message(retry, br#"{"setupComplete":{}}"#);
+        let sent = texts(&drain(&mut codec).0);
+        let seeds: Vec<&Value> = sent.iter().filter(|m| m.get("clientContent").is_some()).collect();
+        assert_eq!(seeds.len(), 1, "drop {drop}: one seed per fresh session: {sent:?}");
+        let seeded: Vec<&str> = seeds[0]["clientContent"]["turns"]
+            .as_array()
+            .expect("turns")
+            .iter()
+            .filter_map(|t| t["parts"][0]["text"].as_str())
+            .collect();
+        assert_eq!(seeded[0], "Where is my order?", "drop {drop}");
+        assert!(
+            !seeded.contains(&format!("hello again {drop}").as_str()),
+            "drop {drop}: the held turn is sent, not seeded"
+        );
+        let typed = sent.iter().filter(|m| m["realtimeInput"]["text"] == format!("hello again {drop}")).count();
+        assert_eq!(typed, 1, "drop {drop}: {sent:?}");
+    }
+}
