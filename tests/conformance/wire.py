@@ -59,6 +59,9 @@ class Conn:
         self.frames: list[dict[str, Any]] = []
         self.violations: list[str] = []
         self.closed_by_fake: Optional[tuple[int, str]] = None
+        # What the scenario sent and saw, in the family's terms (e.g. each model turn's audio
+        # samples and transcript), for the runner's exact assertions on what svc reported.
+        self.facts: dict[str, Any] = {}
 
     # ---- what the scenario uses ----------------------------------------------------------
 
@@ -161,5 +164,6 @@ class Conn:
             "closed_by_fake": None if self.closed_by_fake is None else list(self.closed_by_fake),
             # When the fake closed first: did svc answer with a close frame (RFC 6455 §5.5.1)?
             "client_answered_close": bool(protocol.close_rcvd_then_sent is False and client_close is not None),
+            "facts": self.facts,
             "frames": self.frames,
         }
