@@ -185,11 +185,6 @@ async def setup_1007(live: GeminiLive) -> None:
         live.closed = True
 
 
-async def close_1000(live: GeminiLive) -> None:
-    """(g) Ready, then svc ends the session: it closes with 1000."""
-    await live.accept()
-
-
 SCENARIOS: dict[str, Callable[[GeminiLive], Awaitable[None]]] = {
     "typed_turn": typed_turn,
     "typed_turns": typed_turns,
@@ -202,7 +197,6 @@ SCENARIOS: dict[str, Callable[[GeminiLive], Awaitable[None]]] = {
     "resume": resume,
     "close_1011": close_1011,
     "setup_1007": setup_1007,
-    "close_1000": close_1000,
 }
 
 

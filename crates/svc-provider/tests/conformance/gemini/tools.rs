@@ -5,7 +5,7 @@ use svc_domain::model::ProviderABlock;
 use svc_provider::api::{Policy, ProviderEvent, ProviderInput, Scheduling, ToolBehavior};
 
 use super::{Run, count, has, in_every_mode, is_assistant_final, native_frames, provider_a, text, tool};
-use crate::fake::Mode;
+use crate::fake::{Mode, PyFake};
 
 /// A spoken user turn under svc_vad.
 async fn user_turn(run: &Run) {
@@ -36,16 +36,18 @@ fn call_id(events: &[ProviderEvent], index: usize) -> String {
 async fn a_blocking_call_is_answered_once_with_its_id_and_name() {
     // 3.1 takes no `behavior` (sync calls only); 3.8 is told BLOCKING (its default is NON_BLOCKING).
     in_every_mode(|mode| async move {
-        blocking(mode, "gemini-3.1-flash-live-preview", Value::Null).await;
-        blocking(mode, "gemini-3.8-live", json!("BLOCKING")).await;
+        let fake = PyFake::start(mode).await;
+        let fake = blocking(fake, "gemini-3.1-flash-live-preview", Value::Null).await;
+        blocking(fake, "gemini-3.8-live", json!("BLOCKING")).await.stop().await;
     })
     .await;
 }
 
-async fn blocking(mode: Mode, model_id: &str, declared: Value) {
+async fn blocking(fake: PyFake, model_id: &str, declared: Value) -> PyFake {
+    let mode = fake.mode;
     let mut setup = provider_a(ProviderABlock { model_id: Some(model_id.to_owned()), ..ProviderABlock::default() });
     setup.tools = vec![tool("lookup_order", "Find an order by its id.")];
-    let mut run = Run::start(mode, "tool_blocking", setup).await;
+    let mut run = Run::on(fake, "tool_blocking", setup);
     run.ready().await;
     user_turn(&run).await;
     run.until("the tool call", |seen| has(seen, |e| matches!(e, ProviderEvent::ToolCall { .. }))).await;
@@ -54,7 +56,7 @@ async fn blocking(mode: Mode, model_id: &str, declared: Value) {
     run.send(ProviderInput::ToolResult { call_id: id, output: output.clone(), is_error: false, scheduling: None })
         .await;
     run.until("the answer after the tool", |seen| has(seen, is_assistant_final)).await;
-    let done = run.finish(1).await;
+    let (done, fake) = run.finish_keeping_the_fake(1).await;
     let facts = done.facts(0);
     assert_eq!(facts["declared_behaviors"], json!({"lookup_order": declared}), "{mode} {model_id}");
     assert_eq!(Value::Array(calls(&done.seen)), facts["tool_calls"], "{mode} {model_id}");
@@ -63,6 +65,7 @@ async fn blocking(mode: Mode, model_id: &str, declared: Value) {
     assert_eq!(done.assistant_finals(), [text(&done.turns(0)[0]["transcript"])], "{mode} {model_id}");
     assert_eq!(done.errors(), [], "{mode} {model_id}");
     done.assert_closed_normally(0);
+    fake
 }
 
 #[tokio::test]

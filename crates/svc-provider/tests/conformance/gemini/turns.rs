@@ -10,7 +10,7 @@ use super::{
     OUTPUT_RATE_HZ, Run, add_usage, assistant_finals, audio_samples, count, expected_usage, has, in_every_mode,
     is_assistant_final, native_bytes, native_frames, provider_a, server_vad, text,
 };
-use crate::fake::Mode;
+use crate::fake::{Mode, PyFake};
 
 /// The two ways the SDK documents a typed turn that the model answers while automatic activity
 /// detection is off: realtime text inside activityStart … activityEnd, or a clientContent user
@@ -41,7 +41,10 @@ async fn typed_turn(mode: Mode) {
     assert_eq!(done.usages().last(), Some(&expected_usage(&turn["usage"])), "{mode}: usage");
     assert_eq!(done.count(|e| matches!(e, ProviderEvent::ResponseDone { status: ResponseStatus::Completed })), 1);
     assert_eq!(done.errors(), [], "{mode}");
+    // ProviderInput::Close ends the session: svc's close frame says 1000, and the adapter is over.
     done.assert_closed_normally(0);
+    assert_eq!(done.reports[0]["closed_by_fake"], Value::Null, "{mode}");
+    assert!(matches!(done.seen.last(), Some(ProviderEvent::Closed { .. })), "{mode}");
 }
 
 #[tokio::test]
@@ -83,30 +86,22 @@ async fn typed_turns(mode: Mode) {
 
 #[tokio::test]
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
-async fn a_spoken_turn_under_svc_vad_gives_the_user_transcript() {
-    in_every_mode(|mode| spoken_turn(mode, false, false)).await;
+async fn a_spoken_turn_under_svc_vad_gives_the_user_transcript_also_when_spoken_before_ready() {
+    in_every_mode(|mode| async move {
+        let fake = spoken_turn(PyFake::start(mode).await, false, false).await;
+        spoken_turn(fake, false, true).await.stop().await;
+    })
+    .await;
 }
 
 #[tokio::test]
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
-async fn a_spoken_turn_under_server_vad_gives_the_user_transcript() {
-    in_every_mode(|mode| spoken_turn(mode, true, false)).await;
-}
-
-// The user may speak while the upstream (re)connects: svc holds the turn until the session is
-// ready, and must send it as it came: the activity signals around their audio (svc_vad), the
-// audio before the microphone's audioStreamEnd (server_vad).
-
-#[tokio::test]
-#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
-async fn a_turn_spoken_before_ready_keeps_its_activity_signals_around_its_audio() {
-    in_every_mode(|mode| spoken_turn(mode, false, true)).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
-async fn audio_spoken_before_ready_goes_before_the_microphones_stream_end() {
-    in_every_mode(|mode| spoken_turn(mode, true, true)).await;
+async fn a_spoken_turn_under_server_vad_gives_the_user_transcript_also_when_spoken_before_ready() {
+    in_every_mode(|mode| async move {
+        let fake = spoken_turn(PyFake::start(mode).await, true, false).await;
+        spoken_turn(fake, true, true).await.stop().await;
+    })
+    .await;
 }
 
 /// Room audio (48 kHz, resampled by svc): 500 ms, in 20 ms frames.
@@ -124,9 +119,13 @@ fn room_audio() -> Vec<ProviderInput> {
         .collect()
 }
 
-async fn spoken_turn(mode: Mode, automatic_detection: bool, before_ready: bool) {
+/// A spoken turn. `before_ready`: the user speaks while the upstream connects; svc holds the
+/// turn until the session is ready and must send it as it came: the activity signals around
+/// their audio (svc_vad), the audio before the microphone's audioStreamEnd (server_vad).
+async fn spoken_turn(fake: PyFake, automatic_detection: bool, before_ready: bool) -> PyFake {
+    let case = format!("{} (spoken before Ready: {before_ready})", fake.mode);
     let block = if automatic_detection { server_vad() } else { ProviderABlock::default() };
-    let mut run = Run::start(mode, "audio_turn", provider_a(block)).await;
+    let mut run = Run::on(fake, "audio_turn", provider_a(block));
     if !before_ready {
         run.ready().await;
     }
@@ -139,30 +138,31 @@ async fn spoken_turn(mode: Mode, automatic_detection: bool, before_ready: bool) 
         run.send_all(room_audio()).await;
         run.send(ProviderInput::ActivityEnd).await;
     }
-    run.until("the user's final transcript and the answer", |seen| {
+    run.until(&format!("the user's final transcript and the answer, spoken before Ready: {before_ready}"), |seen| {
         has(seen, |e| matches!(e, ProviderEvent::UserTranscript { is_final: true, .. }))
             && has(seen, is_assistant_final)
     })
     .await;
-    let done = run.finish(1).await;
+    let (done, fake) = run.finish_keeping_the_fake(1).await;
     let turn = &done.turns(0)[0];
-    assert_eq!(done.facts(0)["automatic_detection"], automatic_detection, "{mode}");
-    assert_eq!(done.user_finals(), [text(&turn["input_transcript"])], "{mode}");
-    assert_eq!(done.assistant_finals(), [text(&turn["transcript"])], "{mode}");
-    assert_eq!(audio_samples(&done.seen), turn["audio_samples"].as_u64().unwrap_or(0), "{mode}");
-    assert_eq!(done.usages().last(), Some(&expected_usage(&turn["usage"])), "{mode}");
+    assert_eq!(done.facts(0)["automatic_detection"], automatic_detection, "{case}");
+    assert_eq!(done.user_finals(), [text(&turn["input_transcript"])], "{case}");
+    assert_eq!(done.assistant_finals(), [text(&turn["transcript"])], "{case}");
+    assert_eq!(audio_samples(&done.seen), turn["audio_samples"].as_u64().unwrap_or(0), "{case}");
+    assert_eq!(done.usages().last(), Some(&expected_usage(&turn["usage"])), "{case}");
     // 500 ms at 16 kHz, less at most the resampler's delay (a few ms).
     let received = done.facts(0)["audio_bytes"].as_u64().unwrap_or(0);
-    assert!((15_000..=16_000).contains(&received), "{mode}: {received} bytes of user audio arrived");
+    assert!((15_000..=16_000).contains(&received), "{case}: {received} bytes of user audio arrived");
     let kinds: Vec<String> = done.user_turns(0).into_iter().map(|(kind, _)| kind).collect();
-    assert_eq!(kinds, [if automatic_detection { "audio" } else { "activity" }], "{mode}");
+    assert_eq!(kinds, [if automatic_detection { "audio" } else { "activity" }], "{case}");
     if !automatic_detection {
         let started = done.seen.iter().position(|e| *e == ProviderEvent::UserSpeechStarted);
         let stopped = done.seen.iter().position(|e| *e == ProviderEvent::UserSpeechStopped);
-        assert!(started.is_some() && started < stopped, "{mode}: speech started/stopped");
+        assert!(started.is_some() && started < stopped, "{case}: speech started/stopped");
     }
-    assert_eq!(done.errors(), [], "{mode}");
+    assert_eq!(done.errors(), [], "{case}");
     done.assert_closed_normally(0);
+    fake
 }
 
 #[tokio::test]
