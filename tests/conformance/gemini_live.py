@@ -28,8 +28,9 @@ CHUNK_SAMPLES = OUTPUT_RATE_HZ // 25
 MS_PER_CHAR = 55
 # Output transcription arrives in tiny fragments ("Ca", "n I"): this many characters each.
 FRAGMENT_CHARS = 3
-# How long the fake waits for svc's next step before it records that svc did not take it.
-STEP_TIMEOUT = 10.0
+# How long the fake waits for svc's next step before it records that svc did not take it:
+# longer than the runner waits for the fake (15 s), so a slow machine fails in the runner.
+STEP_TIMEOUT = 20.0
 
 
 class Quiet(Exception):

@@ -20,9 +20,9 @@ use svc_wire::rest::UsageTokens;
 
 use crate::fake::{self, Adapter, Mode, PyFake};
 
-/// How long one step of a scenario may take (the fake answers in milliseconds; this is the
-/// margin of a loaded machine).
-const STEP: Duration = Duration::from_secs(8);
+/// How long one step of a scenario may take: the fake answers in milliseconds, but on a loaded
+/// machine its start (the SDK's import) has taken 8 s.
+const STEP: Duration = fake::WAIT;
 /// User audio rate svc sends Gemini, and so the rate of [`ProviderInput::NativeAudio`].
 const INPUT_RATE_HZ: usize = 16_000;
 /// Assistant audio rate.
