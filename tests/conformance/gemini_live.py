@@ -114,7 +114,7 @@ class GeminiLive:
         self.closed = False
         self.setup: Optional[ClientMessage] = None
         self.setup_complete_sent = False
-        # AutomaticActivityDetection.disabled docstring: "If not set, automatic activity
+        # RealtimeInputConfig.automatic_activity_detection: "If not set, automatic activity
         # detection is enabled by default."
         self.automatic_detection = True
         self.history_until_turn_complete = False
@@ -435,6 +435,7 @@ class GeminiLive:
             kind = next(iter(early), "?") if isinstance(early, dict) else "?"
             self.conn.violation(f"{kind} sent before setupComplete")
             self.inbox.append(early)  # and checked like any other message
+        # Whether the Developer API names the session is not documented: both ways, then.
         session_id = session_id if self.conn.options.packing != "single" else None
         self.conn.facts["session_id"] = session_id
         await self.send(types.LiveServerMessage(setup_complete=types.LiveServerSetupComplete(session_id=session_id)))
