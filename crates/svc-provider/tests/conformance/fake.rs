@@ -166,6 +166,12 @@ impl PyFake {
         }
     }
 
+    /// The reports of the connections that ended so far, without waiting (a failing test prints
+    /// what the oracle found before it panics).
+    pub fn reports_so_far(&self) -> Vec<Value> {
+        self.reports.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// Every violation in `reports`, one line each (empty when svc conformed).
     pub fn violations(reports: &[Value]) -> Vec<String> {
         reports
