@@ -58,6 +58,9 @@ class Conn:
         self.started = time.monotonic()
         self.frames: list[dict[str, Any]] = []
         self.violations: list[str] = []
+        # What the scenario did that the runner checks the adapter against (what it sent,
+        # what it counted), by name; reported beside the frames.
+        self.facts: dict[str, Any] = {}
         self.closed_by_fake: Optional[tuple[int, str]] = None
 
     # ---- what the scenario uses ----------------------------------------------------------
@@ -120,6 +123,10 @@ class Conn:
         """Records a conformance finding (the run fails on any)."""
         self.violations.append(text)
 
+    def fact(self, name: str, value: Any) -> None:
+        """Records a fact of the scenario for the runner (the last value under a name wins)."""
+        self.facts[name] = value
+
     async def reject(self, text: str) -> None:
         """A violation the real service would answer by closing: close 1007 with the reason."""
         self.violation(text)
@@ -157,6 +164,7 @@ class Conn:
             "connection": self.index,
             "path": self.path,
             "violations": self.violations,
+            "facts": self.facts,
             "client_close": None if client_close is None else {"code": client_close.code, "reason": client_close.reason},
             "closed_by_fake": None if self.closed_by_fake is None else list(self.closed_by_fake),
             # When the fake closed first: did svc answer with a close frame (RFC 6455 §5.5.1)?
