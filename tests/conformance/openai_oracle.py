@@ -258,6 +258,8 @@ def sentence(rng: Any, words: int) -> str:
 def split_words(text: str, parts: int) -> list[str]:
     """`text` in `parts` consecutive fragments that concatenate back to it."""
     tokens = re.findall(r"\S+\s*", text)
+    if not tokens or parts < 1:
+        return []
     size = max(1, math.ceil(len(tokens) / parts))
     return ["".join(tokens[i : i + size]) for i in range(0, len(tokens), size)]
 

@@ -11,4 +11,6 @@
 
 mod fake;
 mod gemini;
+mod live;
 mod openai;
+mod xai;
