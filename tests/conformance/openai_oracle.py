@@ -26,7 +26,7 @@ import json
 import math
 import re
 import typing
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Optional
 
 from openai._models import construct_type_unchecked
 from pydantic import BaseModel, ValidationError
@@ -262,7 +262,3 @@ def split_words(text: str, parts: int) -> list[str]:
         return []
     size = max(1, math.ceil(len(tokens) / parts))
     return ["".join(tokens[i : i + size]) for i in range(0, len(tokens), size)]
-
-
-def as_list(value: Union[str, Iterable[str]]) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)

@@ -56,6 +56,13 @@ async def answer_typed_turn(server: RealtimeServer) -> bool:
     return await server.expect("response.create") is not None
 
 
+async def text_reply(server: RealtimeServer) -> None:
+    """A typed turn in a text-only session, answered in text."""
+    if not await server.handshake() or not await answer_typed_turn(server):
+        return
+    await server.play_text(sentence(server.conn.rng, 10), parts=4)
+
+
 async def audio_turn(server: RealtimeServer) -> None:
     """A spoken user turn under server VAD: speech start once audio arrives, the end of the
     turn after a second of it, the input transcription, the server's own response."""
@@ -139,6 +146,7 @@ async def server_close(server: RealtimeServer) -> None:
 SCENARIOS: dict[str, Callable[[RealtimeServer], Awaitable[None]]] = {
     "config": config,
     "typed_turn": typed_turn,
+    "text_reply": text_reply,
     "audio_turn": audio_turn,
     "barge_in": barge_in,
     "tool_call": tool_call,

@@ -414,6 +414,29 @@ class RealtimeServer:
         self.played.append(played)
         self.conn.fact("responses", [p.fact() for p in self.played])
 
+    async def play_text(self, text: str, parts: int) -> Played:
+        """A text-only response (`output_modalities: ["text"]`). xAI sends text deltas under both
+        `response.output_text.delta` and the older `response.text.delta` (providers.md §5.3):
+        its deltas alternate between the two."""
+        rid, item_id = self.events.next_id("resp"), self.events.next_id("item")
+        self.state.response_active = rid
+        await self.response_created(rid)
+        item = {"id": item_id, "object": "realtime.item", "type": "message", "role": "assistant",
+                "status": "in_progress", "content": []}  # fmt: skip
+        where = {"response_id": rid, "item_id": item_id, "output_index": 0, "content_index": 0}
+        await self.events.send("response.output_item.added", {"response_id": rid, "output_index": 0, "item": item})
+        await self.events.send("response.content_part.added", {**where, "part": {"type": "text", "text": ""}})
+        for index, fragment in enumerate(split_words(text, parts)):
+            kind = "response.text.delta" if self.xai and index % 2 else "response.output_text.delta"
+            await self.events.send(kind, {**where, "delta": fragment})
+        await self.events.send("response.output_text.done", {**where, "text": text})
+        await self.events.send("response.content_part.done", {**where, "part": {"type": "text", "text": text}})
+        done_item = {**item, "status": "completed", "content": [{"type": "output_text", "text": text}]}
+        await self.events.send("response.output_item.done", {"response_id": rid, "output_index": 0, "item": done_item})
+        played = Played(rid, item_id, text, 0, "completed", self.usage())
+        await self.response_done(played, [done_item], "")
+        return played
+
     async def play_tool_call(self, name: str, arguments: str) -> Played:
         """A response whose output is one function call (the model asks for a tool)."""
         rid, item_id, call_id = self.events.next_id("resp"), self.events.next_id("item"), self.events.next_id("call")

@@ -15,10 +15,10 @@ use svc_provider::api::{
 use svc_provider::codec::heard_text;
 use svc_wire::rest::UsageTokens;
 
-use crate::fake::{self, Adapter, PyFake, model};
+use crate::fake::{Adapter, PyFake, model};
 use crate::openai::{
-    self, RATE_HZ, assert_closed_by_svc, assert_no_errors, assistant_finals, facts, last_usage, lookup_tool, ready,
-    room_tone, user_finals,
+    self, RATE_HZ, assert_closed_by_svc, assert_no_errors, assistant_finals, facts, in_every_mode, last_usage,
+    lookup_tool, ready, room_tone, user_finals,
 };
 
 const FAMILY: &str = "live";
@@ -41,9 +41,12 @@ fn text_of(value: &Value) -> String {
     value.as_str().unwrap_or("?").trim().to_owned()
 }
 
+/// An awaited event: what it is called in a failure, and how it is recognised.
+type Awaited<'a> = (&'a str, fn(&ProviderEvent) -> bool);
+
 /// Waits until every one of `whats` has been seen, in any order (GPT-Live derives turn ends
 /// from timing, so a user turn's end and the reply's may come either way round).
-async fn wait_all(adapter: &mut Adapter, whats: &[(&str, fn(&ProviderEvent) -> bool)]) {
+async fn wait_all(adapter: &mut Adapter, whats: &[Awaited<'_>]) {
     let mut missing: Vec<usize> = (0..whats.len()).filter(|&i| !adapter.seen.iter().any(whats[i].1)).collect();
     while let Some(&first) = missing.first() {
         let event = adapter.wait(whats[first].0, |e| missing.iter().any(|&i| whats[i].1(e))).await;
@@ -86,7 +89,8 @@ async fn provider_b_live_strict_session_start() {
         TranscriptTurn { role: Role::User, text: "Where is my order?".to_owned() },
         TranscriptTurn { role: Role::Assistant, text: "Let me check.".to_owned() },
     ];
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let adapter = ready(&fake, FAMILY, "config", setup.clone()).await;
         assert_no_errors(mode, &adapter);
@@ -124,13 +128,14 @@ async fn provider_b_live_strict_session_start() {
         );
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_b_live_typed_turn() {
-    for mode in fake::modes() {
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "typed_turn", live(ProviderBLiveBlock::default())).await;
         adapter.send(ProviderInput::Text("Where is my order 42?".to_owned())).await;
@@ -140,13 +145,7 @@ async fn provider_b_live_typed_turn() {
         adapter.drain_for(Duration::from_millis(300)).await;
         assert_no_errors(mode, &adapter);
         let events = adapter.close().await;
-        let samples: usize = events
-            .iter()
-            .map(|e| match e {
-                ProviderEvent::AssistantAudio { pcm, .. } => pcm.len(),
-                _ => 0,
-            })
-            .sum();
+        let samples = openai::adapter_audio(&events);
         let reports = fake.assert_conforms(1).await;
         let report = &reports[0];
         assert_eq!(
@@ -162,13 +161,14 @@ async fn provider_b_live_typed_turn() {
         assert_eq!(last_usage(&events), None, "{mode}: the voice model reports seconds, not tokens");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_b_live_audio_turn() {
-    for mode in fake::modes() {
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "audio_turn", live(ProviderBLiveBlock::default())).await;
         for frame in room_tone(1200, 1000.0) {
@@ -202,14 +202,15 @@ async fn provider_b_live_audio_turn() {
         );
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_b_live_barge_in_ten_times() {
     const BARGE_INS: u64 = 10;
-    for mode in fake::modes() {
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "barge_in", live(ProviderBLiveBlock::default())).await;
         adapter.send(ProviderInput::Text("Tell me about my order.".to_owned())).await;
@@ -250,7 +251,8 @@ async fn provider_b_live_barge_in_ten_times() {
         assert_eq!(cancelled.count() as u64, BARGE_INS, "{mode}: every cut reply ends cancelled");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -258,7 +260,8 @@ async fn provider_b_live_barge_in_ten_times() {
 async fn provider_b_live_responses_delegation_tool_call() {
     let mut setup = live(ProviderBLiveBlock::default());
     setup.tools = vec![lookup_tool()];
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "tool_call", setup.clone()).await;
         adapter.send(ProviderInput::Text("Where is order 42?".to_owned())).await;
@@ -291,7 +294,8 @@ async fn provider_b_live_responses_delegation_tool_call() {
         assert_eq!(assistant_finals(&events), ["Your order shipped on Friday."], "{mode}");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -299,7 +303,8 @@ async fn provider_b_live_responses_delegation_tool_call() {
 async fn provider_b_live_client_delegation() {
     let summary = "This is sentence number one of the calendar summary for tomorrow. ".repeat(62);
     assert!(summary.len() <= 4096, "a delegation-append holds at most 4,096 characters");
-    for mode in fake::modes() {
+    let summary = &summary;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "client_delegation", client_delegation()).await;
         adapter.send(ProviderInput::Text("Do I have meetings tomorrow?".to_owned())).await;
@@ -338,7 +343,8 @@ async fn provider_b_live_client_delegation() {
         assert_eq!(rejoined, summary.split_whitespace().collect::<Vec<_>>(), "{mode}: the pieces rejoin to the text");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

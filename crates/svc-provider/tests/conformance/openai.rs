@@ -150,7 +150,8 @@ pub(crate) async fn ready(fake: &PyFake, family: &str, scenario: &str, setup: Se
 
 /// A typed turn: what the adapter reports matches what the fake played, exactly.
 pub(crate) async fn typed_turn(family: &str, setup: SessionSetup, xai: bool) {
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "typed_turn", setup.clone()).await;
         adapter.send(ProviderInput::Text("Where is my order 42?".to_owned())).await;
@@ -177,13 +178,69 @@ pub(crate) async fn typed_turn(family: &str, setup: SessionSetup, xai: bool) {
         assert_eq!(last_usage(&events), Some(expected_usage(&responses, xai)), "{mode}: usage");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
+}
+
+/// A typed turn in a text-only session (`audio.output = false`), answered in text: model-text
+/// fragments, then the whole text (xAI's deltas come under both of its event names).
+pub(crate) async fn text_reply(family: &str, mut setup: SessionSetup, xai: bool) {
+    setup.text_only = true;
+    let setup = &setup;
+    in_every_mode(|mode| async move {
+        let fake = PyFake::start(mode).await;
+        let mut adapter = ready(&fake, family, "text_reply", setup.clone()).await;
+        adapter.send(ProviderInput::Text("Where is my order 42?".to_owned())).await;
+        adapter.wait("the reply's end", |e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
+        assert_no_errors(mode, &adapter);
+        let events = adapter.close().await;
+        let reports = fake.assert_conforms(1).await;
+        let report = &reports[0];
+        let text = played(report)[0]["transcript"].as_str().unwrap_or("?").to_owned();
+        let fragments: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::ModelText { text, is_final: false, thought: false } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(fragments, text, "{mode}: every text delta, whatever its event name");
+        let finals: Vec<&ProviderEvent> =
+            events.iter().filter(|e| matches!(e, ProviderEvent::ModelText { is_final: true, .. })).collect();
+        assert_eq!(
+            finals,
+            [&ProviderEvent::ModelText { text: text.clone(), is_final: true, thought: false }],
+            "{mode}"
+        );
+        assert_eq!(adapter_audio(&events), 0, "{mode}");
+        if !xai {
+            let session = &facts(report)["session_update"]["session"];
+            assert_eq!(session["output_modalities"], json!(["text"]), "{mode}");
+            assert!(session["audio"].get("output").is_none(), "{mode}: no audio output configured: {session}");
+        }
+        assert_eq!(last_usage(&events), Some(expected_usage(&played(report), xai)), "{mode}: usage");
+        assert_closed_by_svc(mode, report);
+        fake.stop().await;
+    })
+    .await;
+}
+
+/// Samples of assistant audio among `events`.
+pub(crate) fn adapter_audio(events: &[ProviderEvent]) -> usize {
+    events
+        .iter()
+        .map(|e| match e {
+            ProviderEvent::AssistantAudio { pcm, .. } => pcm.len(),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A spoken user turn under server VAD: speech markers, the input transcription, the server's
 /// response; and the audio svc appended is PCM16 at 24 kHz (the tone reads as itself).
 pub(crate) async fn audio_turn(family: &str, setup: SessionSetup, xai: bool) {
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "audio_turn", setup.clone()).await;
         for frame in room_tone(1200, 1000.0) {
@@ -221,7 +278,8 @@ pub(crate) async fn audio_turn(family: &str, setup: SessionSetup, xai: bool) {
         assert!((hz - 1000.0).abs() < 30.0, "{mode}: the 1 kHz tone reads as {hz} Hz at 24 kHz");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 /// Server-VAD barge-in ten times back to back. The test is the runtime: on `Interrupted` it
@@ -230,7 +288,8 @@ pub(crate) async fn audio_turn(family: &str, setup: SessionSetup, xai: bool) {
 /// each must still be what was heard, and every truncate must validate.
 pub(crate) async fn barge_in(family: &str, setup: SessionSetup, xai: bool) {
     const BARGE_INS: u64 = 10;
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "barge_in", setup.clone()).await;
         adapter.send(ProviderInput::Text("Tell me about my order.".to_owned())).await;
@@ -280,14 +339,16 @@ pub(crate) async fn barge_in(family: &str, setup: SessionSetup, xai: bool) {
         assert_eq!(last_usage(&events), Some(expected_usage(&responses, xai)), "{mode}: cancelled responses bill too");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 /// The model calls a tool; the result goes back as one `function_call_output` and one
 /// `response.create`, and the answer is spoken.
 pub(crate) async fn tool_call(family: &str, mut setup: SessionSetup, xai: bool) {
     setup.tools = vec![lookup_tool()];
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "tool_call", setup.clone()).await;
         adapter.send(ProviderInput::Text("Where is order 42?".to_owned())).await;
@@ -325,12 +386,14 @@ pub(crate) async fn tool_call(family: &str, mut setup: SessionSetup, xai: bool) 
         assert_eq!(last_usage(&events), Some(expected_usage(&responses, xai)), "{mode}: usage");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 /// An `invalid_request_error` refusing one command fails that turn only; the next is answered.
 pub(crate) async fn per_turn_error(family: &str, setup: SessionSetup) {
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "per_turn_error", setup.clone()).await;
         adapter.send(ProviderInput::Text("First question.".to_owned())).await;
@@ -354,12 +417,14 @@ pub(crate) async fn per_turn_error(family: &str, setup: SessionSetup) {
         assert_eq!(assistant_finals(&events).len(), 1, "{mode}: the second turn is answered");
         assert_closed_by_svc(mode, &reports[0]);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 /// A billing error ends the session: one fatal error, `Closed`, and svc closes with 1000.
 pub(crate) async fn fatal_error(family: &str, setup: SessionSetup) {
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "fatal_error", setup.clone()).await;
         adapter.wait("the session's end", |e| matches!(e, ProviderEvent::Closed { .. })).await;
@@ -377,13 +442,15 @@ pub(crate) async fn fatal_error(family: &str, setup: SessionSetup) {
         );
         assert_closed_by_svc(mode, &reports[0]);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 /// The service closes the socket (1001): svc answers the close frame, reconnects, and closes the
 /// new connection itself with 1000 at the end.
 pub(crate) async fn server_close(family: &str, setup: SessionSetup) {
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "server_close", setup.clone()).await;
         adapter.wait("reconnecting", |e| matches!(e, ProviderEvent::Reconnecting { .. })).await;
@@ -397,7 +464,8 @@ pub(crate) async fn server_close(family: &str, setup: SessionSetup) {
         let second = reports.iter().find(|r| r["closed_by_fake"].is_null()).expect("the second connection");
         assert_closed_by_svc(mode, second);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 // ---- provider_b / provider_b_mini ---------------------------------------------------------------
@@ -417,7 +485,8 @@ async fn provider_b_session_config_and_greeting() {
     setup.interruption_sensitivity = InterruptionSensitivity::High;
     setup.tools = vec![lookup_tool()];
     setup.greeting = Some("Welcome to the shop!".to_owned());
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "config", setup.clone()).await;
         adapter.wait("the greeting's end", |e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
@@ -454,7 +523,8 @@ async fn provider_b_session_config_and_greeting() {
         assert_eq!(assistant_finals(&events), [played(report)[0]["transcript"].as_str().unwrap_or("?")], "{mode}");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -462,7 +532,8 @@ async fn provider_b_session_config_and_greeting() {
 async fn provider_b_mini_session_config() {
     let mut setup = mini();
     setup.greeting = Some("Hello!".to_owned());
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "config", setup.clone()).await;
         adapter.wait("the greeting's end", |e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
@@ -478,7 +549,8 @@ async fn provider_b_mini_session_config() {
         );
         assert_closed_by_svc(mode, &reports[0]);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -491,6 +563,12 @@ async fn provider_b_typed_turn() {
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_b_mini_typed_turn() {
     typed_turn(FAMILY, mini(), false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
+async fn provider_b_text_only_reply() {
+    text_reply(FAMILY, provider_b(ProviderBBlock::default()), false).await;
 }
 
 #[tokio::test]

@@ -10,8 +10,10 @@ use svc_domain::model::{ProviderBlock, ProviderCBlock, ProviderCReasoningEffort}
 use svc_domain::session_config::InterruptionSensitivity;
 use svc_provider::api::{ProviderEvent, SessionSetup};
 
-use crate::fake::{self, PyFake, model};
-use crate::openai::{self, assert_closed_by_svc, assert_no_errors, assistant_finals, facts, lookup_tool, ready};
+use crate::fake::{PyFake, model};
+use crate::openai::{
+    self, assert_closed_by_svc, assert_no_errors, assistant_finals, facts, in_every_mode, lookup_tool, ready,
+};
 
 const FAMILY: &str = "xai";
 
@@ -39,7 +41,8 @@ async fn provider_c_session_config_and_force_message_greeting() {
     setup.interruption_sensitivity = InterruptionSensitivity::Low;
     setup.tools = vec![lookup_tool()];
     setup.greeting = Some("Welcome to the shop!".to_owned());
-    for mode in fake::modes() {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "config", setup.clone()).await;
         adapter.wait("the greeting's end", |e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
@@ -74,13 +77,20 @@ async fn provider_c_session_config_and_force_message_greeting() {
         assert_eq!(assistant_finals(&events), ["Welcome to the shop!"], "{mode}: the forced line is the transcript");
         assert_closed_by_svc(mode, report);
         fake.stop().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_c_typed_turn() {
     openai::typed_turn(FAMILY, default_c(), true).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
+async fn provider_c_text_only_reply_under_both_delta_names() {
+    openai::text_reply(FAMILY, default_c(), true).await;
 }
 
 #[tokio::test]
