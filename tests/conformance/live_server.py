@@ -110,7 +110,11 @@ class LiveServer:
             # and final usage."
             await self.events.send(
                 "session.closed",
-                {"reason": "close_requested", "session": self.resource(), "usage": {"seconds": float(self.clock_ms // 1000)}},
+                {
+                    "reason": "close_requested",
+                    "session": self.resource(),
+                    "usage": {"seconds": float(self.clock_ms // 1000)},
+                },
                 self.correlate(message),
             )
         if handled:
@@ -130,7 +134,9 @@ class LiveServer:
         self.conn.fact("session_start", message)
         instructions = session.get("instructions") or ""
         if min_tokens(instructions) > INSTRUCTIONS_MAX_TOKENS:
-            self.conn.violation(f"instructions of at least {min_tokens(instructions)} tokens (cap {INSTRUCTIONS_MAX_TOKENS})")
+            self.conn.violation(
+                f"instructions of at least {min_tokens(instructions)} tokens (cap {INSTRUCTIONS_MAX_TOKENS})"
+            )
         history = session.get("input") or []
         if len(history) > INPUT_MAX_MESSAGES:
             self.conn.violation(f"{len(history)} input messages (cap {INPUT_MAX_MESSAGES})")
@@ -150,8 +156,12 @@ class LiveServer:
     def resource(self) -> dict[str, Any]:
         """The resolved session (session_resource.py) echoed in session.started/updated/closed."""
         start = self.state.start
-        resource = {"id": f"sess_{self.conn.index}", "expires_at": 1_900_000_000, "model": start.get("model", ""),
-                    "status": "active"}  # fmt: skip
+        resource = {
+            "id": f"sess_{self.conn.index}",
+            "expires_at": 1_900_000_000,
+            "model": start.get("model", ""),
+            "status": "active",
+        }
         for key in ("audio", "delegation", "instructions", "input"):
             if start.get(key) is not None:
                 resource[key] = start[key]
@@ -176,8 +186,11 @@ class LiveServer:
         self.state.appends.append({"type": kind, "delegation_id": delegation_id, "content": content})
         self.conn.fact("appends", self.state.appends)
         # The acknowledgement arrives at the estimated injection point on the session timeline.
-        await self.events.send(kind.replace(".append", ".appended"),
-                               {"start_ms": self.clock_ms, "end_ms": self.clock_ms}, self.correlate(message))  # fmt: skip
+        await self.events.send(
+            kind.replace(".append", ".appended"),
+            {"start_ms": self.clock_ms, "end_ms": self.clock_ms},
+            self.correlate(message),
+        )
         return True
 
     async def on_item_create(self, message: dict[str, Any]) -> bool:
@@ -203,7 +216,9 @@ class LiveServer:
         if self.state.delegation != "responses":
             return await self.refuse(message, "response.create without Responses delegation")
         if self.state.open_calls or self.state.backend_running:
-            why = f"response.create with calls {sorted(self.state.open_calls)} open, {self.state.backend_running} running"
+            why = (
+                f"response.create with calls {sorted(self.state.open_calls)} open, {self.state.backend_running} running"
+            )
             self.conn.violation(why)
             await self.send_error("invalid_request_error", "function_call_outputs_required", why, message)
             return False
@@ -267,12 +282,16 @@ class LiveServer:
         fragments = split_words(text, voiced)
         spoken, samples = "", 0
         for index in range(voiced):
-            await self.events.send("session.output_audio.delta", {"delta": b64(tone(chunk, self.state.rate, start=samples))})
+            await self.events.send(
+                "session.output_audio.delta", {"delta": b64(tone(chunk, self.state.rate, start=samples))}
+            )
             samples += chunk
             if index < len(fragments):
                 spoken += fragments[index]
-                await self.events.send("session.output_transcript.delta",
-                                       {"delta": fragments[index], "start_ms": self.clock_ms, "end_ms": self.clock_ms + 100})  # fmt: skip
+                await self.events.send(
+                    "session.output_transcript.delta",
+                    {"delta": fragments[index], "start_ms": self.clock_ms, "end_ms": self.clock_ms + 100},
+                )
             self.clock_ms += 100
         for _ in range(silent):
             if silence_every:
@@ -291,8 +310,10 @@ class LiveServer:
         timeline ("these events do not define complete turns")."""
         self.clock_ms += gap_ms
         for fragment in split_words(text, 3):
-            await self.events.send("session.input_transcript.delta",
-                                   {"delta": fragment, "start_ms": self.clock_ms, "end_ms": self.clock_ms + 200})  # fmt: skip
+            await self.events.send(
+                "session.input_transcript.delta",
+                {"delta": fragment, "start_ms": self.clock_ms, "end_ms": self.clock_ms + 200},
+            )
             self.clock_ms += 200
         self.conn.fact("user_said", [*self.conn.facts.get("user_said", []), text])
 
@@ -315,9 +336,17 @@ class LiveServer:
 
     def backend_response(self, response_id: str, status: str, usage: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         """A Responses lifecycle snapshot ("omit input and clear instructions, tools, and output")."""
-        response: dict[str, Any] = {"id": response_id, "created_at": 1_800_000_000.0, "model": "gpt-5.6-luna",
-                                    "object": "response", "output": [], "parallel_tool_calls": True,
-                                    "tool_choice": "auto", "tools": [], "status": status}  # fmt: skip
+        response: dict[str, Any] = {
+            "id": response_id,
+            "created_at": 1_800_000_000.0,
+            "model": "gpt-5.6-luna",
+            "object": "response",
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "status": status,
+        }
         if usage is not None:
             response["usage"] = usage
         return response
@@ -325,32 +354,52 @@ class LiveServer:
     def backend_usage(self) -> dict[str, Any]:
         rng = self.conn.rng
         inp, out = rng.randrange(100, 2000), rng.randrange(10, 400)
-        return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out,
-                "input_tokens_details": {"cached_tokens": rng.randrange(0, inp), "cache_write_tokens": 0},
-                "output_tokens_details": {"reasoning_tokens": rng.randrange(0, out)}}  # fmt: skip
+        return {
+            "input_tokens": inp,
+            "output_tokens": out,
+            "total_tokens": inp + out,
+            "input_tokens_details": {"cached_tokens": rng.randrange(0, inp), "cache_write_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": rng.randrange(0, out)},
+        }
 
     async def backend_run(self, delegation_id: str, call: Optional[tuple[str, str]] = None, text: str = "") -> None:
         """One backend response: a function call (`call` = name, arguments) or text, then its
         completion with usage (recorded for the runner)."""
         response_id = self.events.next_id("resp")
         self.state.backend_running += 1
-        await self.backend_event(delegation_id, "response.created", {"response": self.backend_response(response_id, "in_progress")})
+        await self.backend_event(
+            delegation_id, "response.created", {"response": self.backend_response(response_id, "in_progress")}
+        )
         if call is not None:
             call_id = self.events.next_id("call")
-            item = {"type": "function_call", "id": self.events.next_id("fc"), "call_id": call_id, "name": call[0],
-                    "arguments": call[1], "status": "completed"}  # fmt: skip
+            item = {
+                "type": "function_call",
+                "id": self.events.next_id("fc"),
+                "call_id": call_id,
+                "name": call[0],
+                "arguments": call[1],
+                "status": "completed",
+            }
             self.state.open_calls.add(call_id)
             self.conn.fact("calls", [*self.conn.facts.get("calls", []), item])
             await self.backend_event(delegation_id, "response.output_item.done", {"item": item, "output_index": 0})
         for fragment in split_words(text, 2) if text else []:
-            await self.backend_event(delegation_id, "response.output_text.delta",
-                                     {"delta": fragment, "item_id": "msg_1", "output_index": 0, "content_index": 0, "logprobs": []})  # fmt: skip
+            await self.backend_event(
+                delegation_id,
+                "response.output_text.delta",
+                {"delta": fragment, "item_id": "msg_1", "output_index": 0, "content_index": 0, "logprobs": []},
+            )
         usage = self.backend_usage()
         self.conn.fact("backend_usage", [*self.conn.facts.get("backend_usage", []), usage])
         self.state.backend_running -= 1
-        await self.backend_event(delegation_id, "response.completed", {"response": self.backend_response(response_id, "completed", usage)})
+        await self.backend_event(
+            delegation_id, "response.completed", {"response": self.backend_response(response_id, "completed", usage)}
+        )
 
     async def usage_updated(self) -> None:
         """`session.usage.updated`: cumulative seconds ("Do not sum values across usage events")."""
-        await self.events.send("session.usage.updated", {"usage": {"seconds": float(self.clock_ms // 1000)}},
-                               {"context_window": {"usage_ratio": 0.02}})  # fmt: skip
+        await self.events.send(
+            "session.usage.updated",
+            {"usage": {"seconds": float(self.clock_ms // 1000)}},
+            {"context_window": {"usage_ratio": 0.02}},
+        )

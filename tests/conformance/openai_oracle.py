@@ -71,13 +71,26 @@ def unknown_fields(value: Any, path: str = "$") -> list[str]:
     return found
 
 
+def relevant_errors(error: ValidationError) -> list[Any]:
+    """The errors of a union's intended member: pydantic reports every member of a union, so
+    members whose `type` (or `role`) literal did not match are dropped, when any is left."""
+    errors = error.errors()
+    wrong: set[tuple[Any, ...]] = set()
+    for item in errors:
+        loc = item["loc"]
+        if item["type"] == "literal_error" and loc and loc[-1] in ("type", "role") and len(loc) >= 2:
+            wrong.add(tuple(loc[:-1]))
+    kept = [item for item in errors if not any(tuple(item["loc"][: len(branch)]) == branch for branch in wrong)]
+    return kept or errors
+
+
 def describe(error: ValidationError, limit: int = 6) -> str:
     """A validation error as one readable line: each failing location and why."""
     parts = []
-    for item in error.errors()[:limit]:
+    for item in relevant_errors(error)[:limit]:
         location = ".".join(str(part) for part in item["loc"]) or "$"
         parts.append(f"{location}: {item['msg']} (got {json.dumps(item.get('input'), default=str)[:80]})")
-    more = len(error.errors()) - limit
+    more = len(relevant_errors(error)) - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 

@@ -152,7 +152,8 @@ class RealtimeServer:
         if previous:
             if "model" in session and session.get("model") != previous.get("model"):
                 self.conn.violation("session.update changed `model`, which cannot be updated")
-            if self.state.audio_output_started and voice_of(session, self.xai) not in (None, voice_of(previous, self.xai)):
+            voice = voice_of(session, self.xai)
+            if self.state.audio_output_started and voice not in (None, voice_of(previous, self.xai)):
                 self.conn.violation("session.update changed `voice` after audio output")
         self.state.session = {**previous, **session}
         self.conn.fact("session_update", message)
@@ -289,7 +290,8 @@ class RealtimeServer:
             session = {"id": self.events.next_id("sess"), "model": self.model, "voice": "eve"}
             await self.events.send("session.created", {"session": session})
             await self.events.send(
-                "conversation.created", {"conversation": {"id": self.conversation_id, "object": "realtime.conversation"}}
+                "conversation.created",
+                {"conversation": {"id": self.conversation_id, "object": "realtime.conversation"}},
             )
         else:
             rich = {
@@ -298,12 +300,17 @@ class RealtimeServer:
                 "instructions": "",
                 "output_modalities": ["audio"],
                 "audio": {
-                    "input": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "turn_detection": {"type": "server_vad"}},
+                    "input": {
+                        "format": {"type": "audio/pcm", "rate": RATE_HZ},
+                        "turn_detection": {"type": "server_vad"},
+                    },
                     "output": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "voice": "marin"},
                 },
                 "max_output_tokens": "inf",
             }
-            await self.events.send("session.created", {"session": {"type": "realtime", "model": self.model}}, {"session": rich})
+            await self.events.send(
+                "session.created", {"session": {"type": "realtime", "model": self.model}}, {"session": rich}
+            )
         return await self.expect("session.update") is not None
 
     async def rate_limits(self) -> None:
@@ -348,10 +355,18 @@ class RealtimeServer:
         rid, item_id = self.events.next_id("resp"), self.events.next_id("item")
         self.state.response_active, self.state.cancel_requested = rid, False
         await self.response_created(rid)
-        message_item = {"id": item_id, "object": "realtime.item", "type": "message", "role": "assistant",
-                        "status": "in_progress", "content": []}  # fmt: skip
+        message_item = {
+            "id": item_id,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
         where = {"response_id": rid, "item_id": item_id, "output_index": 0, "content_index": 0}
-        await self.events.send("response.output_item.added", {"response_id": rid, "output_index": 0, "item": message_item})
+        await self.events.send(
+            "response.output_item.added", {"response_id": rid, "output_index": 0, "item": message_item}
+        )
         await self.events.send("conversation.item.added", {"item": message_item})
         await self.events.send("response.content_part.added", {**where, "part": {"type": "audio", "transcript": ""}})
         if self.conn.pack():
@@ -385,8 +400,12 @@ class RealtimeServer:
 
     async def response_created(self, rid: str) -> None:
         response = {"id": rid, "object": "realtime.response", "status": "in_progress", "output": []}
-        rich = {**response, "conversation_id": self.conversation_id, "output_modalities": ["audio"],
-                "audio": {"output": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "voice": "marin"}}}  # fmt: skip
+        rich = {
+            **response,
+            "conversation_id": self.conversation_id,
+            "output_modalities": ["audio"],
+            "audio": {"output": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "voice": "marin"}},
+        }
         if self.xai:
             rich = {**response, "conversation_id": self.conversation_id}
         await self.events.send("response.created", {"response": response}, {"response": rich})
@@ -394,22 +413,38 @@ class RealtimeServer:
 
     async def finish_message(self, played: Played, where: dict[str, Any], reason: str) -> None:
         """Everything that ends a response whose output is one audio message."""
-        done_item = {"id": played.item_id, "object": "realtime.item", "type": "message", "role": "assistant",
-                     "status": "completed" if played.status == "completed" else "incomplete",
-                     "content": [{"type": "output_audio", "transcript": played.transcript}]}  # fmt: skip
+        done_item = {
+            "id": played.item_id,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed" if played.status == "completed" else "incomplete",
+            "content": [{"type": "output_audio", "transcript": played.transcript}],
+        }
         await self.events.send("response.output_audio.done", where)
         await self.events.send("response.output_audio_transcript.done", {**where, "transcript": played.transcript})
-        await self.events.send("response.content_part.done", {**where, "part": {"type": "audio", "transcript": played.transcript}})
-        await self.events.send("response.output_item.done", {"response_id": played.response_id, "output_index": 0, "item": done_item})
+        await self.events.send(
+            "response.content_part.done", {**where, "part": {"type": "audio", "transcript": played.transcript}}
+        )
+        await self.events.send(
+            "response.output_item.done", {"response_id": played.response_id, "output_index": 0, "item": done_item}
+        )
         await self.events.send("conversation.item.done", {"item": done_item})
         await self.response_done(played, [done_item], reason)
 
     async def response_done(self, played: Played, output: list[dict[str, Any]], reason: str) -> None:
-        response: dict[str, Any] = {"id": played.response_id, "object": "realtime.response", "status": played.status,
-                                    "output": output, "usage": played.usage}  # fmt: skip
+        response: dict[str, Any] = {
+            "id": played.response_id,
+            "object": "realtime.response",
+            "status": played.status,
+            "output": output,
+            "usage": played.usage,
+        }
         if played.status == "cancelled":
             response["status_details"] = {"type": "cancelled", "reason": reason}
-        await self.events.send("response.done", {"response": response}, {"response": {**response, "conversation_id": self.conversation_id}})
+        await self.events.send(
+            "response.done", {"response": response}, {"response": {**response, "conversation_id": self.conversation_id}}
+        )
         self.state.response_active = None
         self.played.append(played)
         self.conn.fact("responses", [p.fact() for p in self.played])
@@ -421,8 +456,14 @@ class RealtimeServer:
         rid, item_id = self.events.next_id("resp"), self.events.next_id("item")
         self.state.response_active = rid
         await self.response_created(rid)
-        item = {"id": item_id, "object": "realtime.item", "type": "message", "role": "assistant",
-                "status": "in_progress", "content": []}  # fmt: skip
+        item = {
+            "id": item_id,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
         where = {"response_id": rid, "item_id": item_id, "output_index": 0, "content_index": 0}
         await self.events.send("response.output_item.added", {"response_id": rid, "output_index": 0, "item": item})
         await self.events.send("response.content_part.added", {**where, "part": {"type": "text", "text": ""}})
@@ -442,8 +483,15 @@ class RealtimeServer:
         rid, item_id, call_id = self.events.next_id("resp"), self.events.next_id("item"), self.events.next_id("call")
         self.state.response_active = rid
         await self.response_created(rid)
-        item = {"id": item_id, "object": "realtime.item", "type": "function_call", "status": "in_progress",
-                "call_id": call_id, "name": name, "arguments": ""}  # fmt: skip
+        item = {
+            "id": item_id,
+            "object": "realtime.item",
+            "type": "function_call",
+            "status": "in_progress",
+            "call_id": call_id,
+            "name": name,
+            "arguments": "",
+        }
         await self.events.send("response.output_item.added", {"response_id": rid, "output_index": 0, "item": item})
         await self.events.send("conversation.item.added", {"item": item})
         where = {"response_id": rid, "item_id": item_id, "output_index": 0, "call_id": call_id}
@@ -454,7 +502,9 @@ class RealtimeServer:
         done_item = {**item, "status": "completed", "arguments": arguments}
         await self.events.send("response.output_item.done", {"response_id": rid, "output_index": 0, "item": done_item})
         await self.events.send("conversation.item.done", {"item": done_item})
-        played = Played(rid, item_id, "", 0, "completed", self.usage(), {"call_id": call_id, "name": name, "arguments": arguments})
+        played = Played(
+            rid, item_id, "", 0, "completed", self.usage(), {"call_id": call_id, "name": name, "arguments": arguments}
+        )
         await self.response_done(played, [done_item], "")
         return played
 
@@ -469,10 +519,18 @@ class RealtimeServer:
     async def user_turn(self, item_id: str, transcript: str, corrections: bool = False) -> None:
         """Server VAD's end of the user turn `item_id` and its input transcription (OpenAI:
         deltas; xAI: cumulative `updated` events, which "may have corrections")."""
-        await self.events.send("input_audio_buffer.speech_stopped", {"audio_end_ms": self.audio_in.ms, "item_id": item_id})
+        await self.events.send(
+            "input_audio_buffer.speech_stopped", {"audio_end_ms": self.audio_in.ms, "item_id": item_id}
+        )
         await self.events.send("input_audio_buffer.committed", {"item_id": item_id}, {"previous_item_id": None})
-        user_item = {"id": item_id, "object": "realtime.item", "type": "message", "role": "user", "status": "completed",
-                     "content": [{"type": "input_audio", "transcript": None}]}  # fmt: skip
+        user_item = {
+            "id": item_id,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "user",
+            "status": "completed",
+            "content": [{"type": "input_audio", "transcript": None}],
+        }
         await self.events.send("conversation.item.added", {"item": user_item})
         fragments = split_words(transcript, 3)
         if self.xai:
@@ -492,13 +550,19 @@ class RealtimeServer:
                     {"item_id": item_id, "delta": fragment},
                     {"content_index": 0},
                 )
-        usage = {"type": "duration", "seconds": 1.5} if self.conn.rng.random() < 0.5 else {
-            "type": "tokens", "input_tokens": 20, "output_tokens": 8, "total_tokens": 28}  # fmt: skip
+        usage = (
+            {"type": "duration", "seconds": 1.5}
+            if self.conn.rng.random() < 0.5
+            else {"type": "tokens", "input_tokens": 20, "output_tokens": 8, "total_tokens": 28}
+        )
         await self.events.send(
             "conversation.item.input_audio_transcription.completed",
             {"item_id": item_id, "content_index": 0, "transcript": transcript, "usage": usage},
         )
-        await self.events.send("conversation.item.done", {"item": {**user_item, "content": [{"type": "input_audio", "transcript": transcript}]}})
+        await self.events.send(
+            "conversation.item.done",
+            {"item": {**user_item, "content": [{"type": "input_audio", "transcript": transcript}]}},
+        )
         self.conn.fact("user_transcripts", [*self.conn.facts.get("user_transcripts", []), transcript])
 
 
