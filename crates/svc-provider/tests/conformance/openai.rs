@@ -359,18 +359,24 @@ pub(crate) async fn tool_call(family: &str, mut setup: SessionSetup, xai: bool) 
         adapter
             .send(ProviderInput::ToolResult { call_id: call_id.clone(), output, is_error: false, scheduling: None })
             .await;
-        // Until the spoken answer ends, no call may be announced again: the runtime answers each
-        // exactly once, so a second announcement of an answered call stalls the turn.
-        let event = adapter
-            .wait("the spoken answer's end", |e| {
-                matches!(e, ProviderEvent::ResponseDone { .. } | ProviderEvent::ToolCall { .. })
-            })
-            .await;
-        assert!(
-            matches!(event, ProviderEvent::ResponseDone { .. }),
-            "{mode}: call {call_id} announced again after it was answered: {event:?}; seen: {:#?}",
-            fake::brief(&adapter.seen)
-        );
+        // Until the spoken answer ends (its final transcript, then the end of its response; the
+        // call's own response may end after the result went in), no call may be announced again:
+        // the runtime answers each exactly once, so a second announcement stalls the turn.
+        for what in ["the spoken answer", "the answer's end"] {
+            let event = adapter
+                .wait(what, |e| match e {
+                    ProviderEvent::AssistantTranscript { is_final: true, .. } => what == "the spoken answer",
+                    ProviderEvent::ResponseDone { .. } => what == "the answer's end",
+                    ProviderEvent::ToolCall { .. } => true,
+                    _ => false,
+                })
+                .await;
+            assert!(
+                !matches!(event, ProviderEvent::ToolCall { .. }),
+                "{mode}: call {call_id} announced again after it was answered: {event:?}; seen: {:#?}",
+                fake::brief(&adapter.seen)
+            );
+        }
         assert_no_errors(mode, &adapter);
         let events = adapter.close().await;
         let reports = fake.assert_conforms(1).await;
