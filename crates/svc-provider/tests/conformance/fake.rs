@@ -209,6 +209,19 @@ impl PyFake {
     }
 }
 
+/// Events for a failure message: audio as its sample count (a second of PCM would bury the rest).
+pub fn brief(events: &[ProviderEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|event| match event {
+            ProviderEvent::AssistantAudio { pcm, sample_rate } => {
+                format!("AssistantAudio({} samples at {sample_rate} Hz)", pcm.len())
+            }
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
 /// The client messages (`dir: "in"`) of a report, as JSON.
 pub fn client_messages(report: &Value) -> Vec<Value> {
     frames(report, "in")
@@ -261,8 +274,8 @@ impl Adapter {
         loop {
             let event = match tokio::time::timeout_at(deadline, self.session.events.recv()).await {
                 Ok(Some(event)) => event,
-                Ok(None) => panic!("{}: the adapter ended before {what}; seen: {:#?}", self.mode, self.seen),
-                Err(_) => panic!("{}: no {what} within {WAIT:?}; seen: {:#?}", self.mode, self.seen),
+                Ok(None) => panic!("{}: the adapter ended before {what}; seen: {:#?}", self.mode, brief(&self.seen)),
+                Err(_) => panic!("{}: no {what} within {WAIT:?}; seen: {:#?}", self.mode, brief(&self.seen)),
             };
             self.seen.push(event.clone());
             if predicate(&event) {

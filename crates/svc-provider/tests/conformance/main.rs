@@ -11,5 +11,7 @@
 
 mod fake;
 mod gemini;
+mod live;
 mod openai;
 mod tables;
+mod xai;
