@@ -520,10 +520,12 @@ impl RealtimeCodec {
             }
             "updated" => {
                 // xAI: cumulative, and the word being heard may still be corrected. Fragments
-                // cannot be taken back, so only whole words (up to the last space) go out, and
-                // only what extends the words already sent; the final has the corrected text.
+                // cannot be taken back, so the last word (finished or not) waits for the next
+                // update, and only what extends the words already sent goes out; the final has
+                // the corrected text.
                 let full = event.get("transcript").and_then(Value::as_str).unwrap_or("");
-                let stable = full.rfind(char::is_whitespace).map_or("", |end| &full[..end + 1]);
+                let heard = full.trim_end();
+                let stable = heard.rfind(char::is_whitespace).map_or("", |end| &heard[..end + 1]);
                 let entry = self.user_items.entry(id).or_insert((speech_started_ms, String::new()));
                 if let Some(extension) = stable.strip_prefix(entry.1.as_str())
                     && !extension.is_empty()
