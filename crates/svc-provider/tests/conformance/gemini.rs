@@ -179,16 +179,7 @@ impl Run {
 
 /// The events as one line each, audio as its length.
 fn summary(events: &[ProviderEvent]) -> String {
-    let lines: Vec<String> = events
-        .iter()
-        .map(|event| match event {
-            ProviderEvent::AssistantAudio { pcm, sample_rate } => {
-                format!("AssistantAudio({} samples @{sample_rate})", pcm.len())
-            }
-            other => format!("{other:?}"),
-        })
-        .collect();
-    format!("\n  {}", lines.join("\n  "))
+    format!("\n  {}", super::fake::brief(events).join("\n  "))
 }
 
 /// What the adapter reported and what the fake saw, after the session ended.
