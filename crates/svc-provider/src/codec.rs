@@ -125,13 +125,15 @@ const B64_URL_SAFE_ANY_PADDING: GeneralPurpose = GeneralPurpose::new(
     GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
 );
 
-/// Inverse of [`encode_pcm`], also reading URL-safe and unpadded base64; `None` for invalid
-/// base64 (an odd trailing byte is dropped).
+/// Base64 as a protobuf JSON parser reads `bytes`: standard or URL-safe, padded or not.
+pub fn decode_base64(data: &str) -> Option<Vec<u8>> {
+    B64_STANDARD_ANY_PADDING.decode(data.as_bytes()).or_else(|_| B64_URL_SAFE_ANY_PADDING.decode(data.as_bytes())).ok()
+}
+
+/// Inverse of [`encode_pcm`], also reading URL-safe and unpadded base64 ([`decode_base64`]);
+/// `None` for invalid base64 (an odd trailing byte is dropped).
 pub fn decode_pcm(data: &str) -> Option<Vec<i16>> {
-    let bytes = B64_STANDARD_ANY_PADDING
-        .decode(data.as_bytes())
-        .or_else(|_| B64_URL_SAFE_ANY_PADDING.decode(data.as_bytes()))
-        .ok()?;
+    let bytes = decode_base64(data)?;
     Some(bytes.chunks_exact(2).map(|pair| i16::from_le_bytes([pair[0], pair[1]])).collect())
 }
 

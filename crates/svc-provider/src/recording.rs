@@ -30,7 +30,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
 use crate::api::{AppendChannel, ProviderInput, Scheduling};
-use crate::codec::{ConnectFailure, Transmit};
+use crate::codec::{ConnectFailure, Transmit, decode_base64};
 
 /// The first line's `format`.
 pub const FORMAT: &str = "svc-provider-recording";
@@ -180,9 +180,9 @@ fn redact_url(url: &str) -> String {
 /// `message` with every long base64 string replaced by its summary.
 pub fn summarize(message: Value) -> Value {
     match message {
-        Value::String(text) if text.len() >= SUMMARY_MIN_CHARS => match B64.decode(text.as_bytes()) {
-            Ok(bytes) => Value::String(format!("<base64 bytes={} rms={}>", bytes.len(), rms_of_bytes(&bytes))),
-            Err(_) => Value::String(text),
+        Value::String(text) if text.len() >= SUMMARY_MIN_CHARS => match decode_base64(&text) {
+            Some(bytes) => Value::String(format!("<base64 bytes={} rms={}>", bytes.len(), rms_of_bytes(&bytes))),
+            None => Value::String(text),
         },
         Value::Array(items) => Value::Array(items.into_iter().map(summarize).collect()),
         Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, summarize(v))).collect()),

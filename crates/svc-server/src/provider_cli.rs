@@ -10,10 +10,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use svc_domain::model::ResolvedModel;
-use svc_domain::model::{
-    ModelChoice, Provider, ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBMiniBlock, ProviderBlock,
-    ProviderCBlock, ProviderLocalBlock, resolve_model,
-};
+use svc_domain::model::{ModelChoice, Provider, ProviderBlock, resolve_model};
 use svc_provider::check::{CheckInput, CheckReport};
 use svc_provider::endpoint::ProviderEnv;
 use svc_provider::recording::Recorder;
@@ -78,18 +75,7 @@ fn resolve(config: &Config, provider: &str, model_id: Option<String>) -> anyhow:
     let alias = Provider::from_wire(provider).ok_or_else(|| {
         anyhow!("unknown provider `{provider}` (use {})", crate::config::provider_aliases().join(", "))
     })?;
-    let block = match alias {
-        Provider::ProviderA => ProviderBlock::ProviderA(ProviderABlock { model_id, ..ProviderABlock::default() }),
-        Provider::ProviderB => ProviderBlock::ProviderB(ProviderBBlock { model_id, ..ProviderBBlock::default() }),
-        Provider::ProviderBMini => ProviderBlock::ProviderBMini(ProviderBMiniBlock { model_id }),
-        Provider::ProviderBLive => {
-            ProviderBlock::ProviderBLive(ProviderBLiveBlock { model_id, ..ProviderBLiveBlock::default() })
-        }
-        Provider::ProviderC => ProviderBlock::ProviderC(ProviderCBlock { model_id, ..ProviderCBlock::default() }),
-        Provider::ProviderLocal => {
-            ProviderBlock::ProviderLocal(ProviderLocalBlock { model_id, ..ProviderLocalBlock::default() })
-        }
-    };
+    let block = ProviderBlock::defaults(alias, model_id);
     resolve_model(&config.model_catalog, Some(&ModelChoice::Block(block)), None)
         .map_err(|error| anyhow!("{}", error.message()))
 }

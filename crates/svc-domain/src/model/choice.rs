@@ -79,6 +79,23 @@ impl ProviderBlock {
         }
     }
 
+    /// `provider`'s block with only `model_id` chosen (every knob at its default): what a tool
+    /// that names a provider and a model, such as `svc provider check`, asks for.
+    pub fn defaults(provider: Provider, model_id: Option<String>) -> ProviderBlock {
+        match provider {
+            Provider::ProviderA => ProviderBlock::ProviderA(ProviderABlock { model_id, ..ProviderABlock::default() }),
+            Provider::ProviderB => ProviderBlock::ProviderB(ProviderBBlock { model_id, ..ProviderBBlock::default() }),
+            Provider::ProviderBMini => ProviderBlock::ProviderBMini(ProviderBMiniBlock { model_id }),
+            Provider::ProviderBLive => {
+                ProviderBlock::ProviderBLive(ProviderBLiveBlock { model_id, ..ProviderBLiveBlock::default() })
+            }
+            Provider::ProviderC => ProviderBlock::ProviderC(ProviderCBlock { model_id, ..ProviderCBlock::default() }),
+            Provider::ProviderLocal => {
+                ProviderBlock::ProviderLocal(ProviderLocalBlock { model_id, ..ProviderLocalBlock::default() })
+            }
+        }
+    }
+
     /// The block's `model_id`, if sent.
     pub fn model_id(&self) -> Option<&str> {
         match self {

@@ -13,5 +13,6 @@ mod fake;
 mod gemini;
 mod live;
 mod openai;
+mod recordings;
 mod tables;
 mod xai;
