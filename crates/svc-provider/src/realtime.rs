@@ -22,6 +22,7 @@ use crate::codec::{
     Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
 };
 use crate::usage;
+use svc_wire::rest::UsageTokens;
 
 mod events;
 mod sequencer;
@@ -586,15 +587,18 @@ impl RealtimeCodec {
             Some("failed") => ResponseStatus::Failed,
             _ => ResponseStatus::Completed,
         };
-        // xAI sometimes puts usage at the top level, and often leaves it empty (§5.3–5.4).
-        let report = response
-            .get("usage")
-            .filter(|u| u.as_object().is_some_and(|o| !o.is_empty()))
-            .or_else(|| event.get("usage"));
-        let mapped = report.and_then(|report| match self.dialect {
+        // xAI sometimes puts usage at the top level and leaves `response.usage` without counts
+        // (§5.3–5.4): the first place that maps to a report with tokens wins, so a field the
+        // provider adds to an empty `response.usage` cannot hide the real one.
+        let map = |report: &Value| match self.dialect {
             Dialect::OpenAi => usage::from_openai_realtime(report),
             Dialect::Xai => usage::from_xai(report),
-        });
+        };
+        let mapped = [response.get("usage"), event.get("usage")]
+            .into_iter()
+            .flatten()
+            .filter_map(map)
+            .find(|tokens| *tokens != UsageTokens::default());
         if let Some(tokens) = mapped {
             self.core.usage.record(&tokens);
             self.core.emit_usage();

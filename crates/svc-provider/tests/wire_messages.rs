@@ -318,3 +318,22 @@ fn a_fresh_upstream_session_is_seeded_once_with_what_came_before_the_drop() {
         assert_eq!(typed, 1, "drop {drop}: {sent:?}");
     }
 }
+
+#[test]
+fn xai_usage_at_the_top_level_is_not_hidden_by_an_unknown_field_in_response_usage() {
+    let block = svc_domain::model::ProviderCBlock::default();
+    let setup = SessionSetup::new(model(ProviderBlock::ProviderC(block)), "p");
+    let mut codec = RealtimeCodec::new(setup, Dialect::Xai, request());
+    let t0 = Instant::now();
+    codec.handle_connected(t0);
+    codec.handle_upstream_message(t0, br#"{"type":"session.created","session":{"id":"s1","model":"grok-voice-3.0"}}"#);
+    codec.handle_upstream_message(t0, br#"{"type":"session.updated","session":{"id":"s1"}}"#);
+    drain(&mut codec);
+    send(&mut codec, &json!({"type": "response.created", "response": {"id": "r1"}}));
+    let events = send(
+        &mut codec,
+        &json!({"type": "response.done", "response": {"id": "r1", "status": "completed", "usage": {"future_field": null}},
+            "usage": {"input_tokens": 150, "output_tokens": 60, "total_tokens": 210}}),
+    );
+    assert_eq!(last_usage(&events).map(|u| u.total_tokens), Some(210), "{events:?}");
+}
