@@ -57,6 +57,18 @@ log "cargo test"
 # harness installed above.
 cargo test --workspace --locked -- --include-ignored
 
+# The adapter tests again on the scripted fakes' randomized wire (svc-testkit's crate docs): every
+# message's framing, key order, unknown content and Gemini packing drawn from a seed. A fixed seed,
+# then a random one, printed so that a failure can be replayed (SVC_FAKE_WIRE_SEED=<seed>).
+# `--workspace` with the test names selects svc-provider's tests as the step above built them
+# (`-p svc-provider` would resolve features apart and rebuild); about 20 s a seed.
+wire_tests=(--test gemini --test openai_realtime --test xai --test gpt_live)
+log "adapter tests, randomized fake wire: fixed seed"
+SVC_FAKE_WIRE_SEED=1 cargo test --workspace --locked "${wire_tests[@]}"
+wire_seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+log "adapter tests, randomized fake wire: random seed SVC_FAKE_WIRE_SEED=$wire_seed"
+SVC_FAKE_WIRE_SEED=$wire_seed cargo test --workspace --locked "${wire_tests[@]}"
+
 # The OpenAPI document against the server: schemathesis (every check and phase) on SQLite and
 # Postgres, with an API key and with a user access token. A fixed seed, then a short run with a
 # random one, printed so that a failure can be replayed (`scripts/api-fuzz.sh --seed N`).

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::realtime::Out;
+use crate::wire::{Family, Out, Rng, spawn_writer};
 use crate::{Action, Reply, Shared, b64_pcm, pace, pcm_b64, speech_chunks};
 
 const RATE: u32 = 24_000;
@@ -35,6 +35,17 @@ struct State {
     handle_seq: u64,
     /// Session audio this connection started from (a resumed handle's state).
     base: Vec<i16>,
+    /// Randomized wire: where this connection's turns take the shapes the protocol allows.
+    shape: Option<Rng>,
+}
+
+/// How one spoken turn goes out on the randomized wire.
+struct TurnShape {
+    /// The early partial usage snapshot goes with this chunk (the chunk count: with the end).
+    partial_usage_at: usize,
+    /// The last chunk goes out with the turn's end, unpaced (one message may then carry the
+    /// last audio, its transcript, `generationComplete` and `turnComplete`).
+    last_chunk_with_end: bool,
 }
 
 struct Conn {
@@ -51,6 +62,32 @@ impl Conn {
 
     async fn send(&self, frame: Value) {
         let _ = self.out.send(Out::Frame(frame)).await;
+    }
+
+    /// Messages that arise together: the randomized wire may combine them.
+    async fn send_batch(&self, frames: Vec<Value>) {
+        let _ = self.out.send(Out::Batch(frames)).await;
+    }
+
+    /// The shape of a turn of `chunks` audio chunks; `None` on the plain wire.
+    fn turn_shape(&self, chunks: usize) -> Option<TurnShape> {
+        let mut state = self.state();
+        let rng = state.shape.as_mut()?;
+        Some(TurnShape { partial_usage_at: rng.below(chunks + 1), last_chunk_with_end: rng.one_in(2) })
+    }
+
+    /// The turn's final usage snapshot (an early partial one, [`partial_usage`], precedes it:
+    /// only the latest counts).
+    fn last_usage(&self) -> Value {
+        let u = self.shared.usage();
+        let prompt = u.input_text + u.input_audio;
+        let response = u.output_text + u.output_audio;
+        json!({"usageMetadata": {
+            "promptTokenCount": prompt, "responseTokenCount": response, "totalTokenCount": prompt + response,
+            "cachedContentTokenCount": u.input_cached,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": u.input_text}, {"modality": "AUDIO", "tokenCount": u.input_audio}],
+            "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": u.output_audio}, {"modality": "TEXT", "tokenCount": u.output_text}],
+        }})
     }
 
     async fn resumption_update(&self) {
@@ -90,12 +127,15 @@ impl Conn {
 
 pub(crate) async fn serve(socket: WebSocket, shared: Arc<Shared>, index: usize, mut control: mpsc::Receiver<Action>) {
     let (sink, mut stream) = socket.split();
-    let (out_tx, writer) = crate::realtime::spawn_writer(sink, 4096);
+    let (out_tx, writer) = spawn_writer(sink, 4096, shared.wire(Family::Gemini, index));
+    // Two statements: the lock's guard would otherwise live through the second call.
+    let stalled = shared.lock().stall_new;
+    let shape = shared.shape_rng(index);
     let conn = Arc::new(Conn {
         shared: shared.clone(),
         index,
         out: out_tx,
-        state: Mutex::new(State { stalled: shared.lock().stall_new, ..State::default() }),
+        state: Mutex::new(State { stalled, shape, ..State::default() }),
     });
     loop {
         tokio::select! {
@@ -212,7 +252,14 @@ async fn interrupt(conn: &Arc<Conn>) {
     let speaking = conn.state().speaking.take();
     if let Some(cancel) = speaking {
         cancel.cancel();
-        conn.send(json!({"serverContent": {"interrupted": true}})).await;
+        let interrupted = json!({"serverContent": {"interrupted": true}});
+        if conn.state().shape.is_some() {
+            // The real service ends an interrupted turn with turnComplete (no generationComplete):
+            // "interrupted > turn_complete", ready together, so the wire may combine them.
+            conn.send_batch(vec![interrupted, json!({"serverContent": {"turnComplete": true}})]).await;
+        } else {
+            conn.send(interrupted).await;
+        }
     }
 }
 
@@ -253,6 +300,11 @@ async fn on_action(conn: &Arc<Conn>, action: Action) -> bool {
     false
 }
 
+/// An early, partial usage snapshot of a turn.
+fn partial_usage() -> Value {
+    json!({"usageMetadata": {"promptTokenCount": 1, "totalTokenCount": 1}})
+}
+
 fn start_turn(conn: &Arc<Conn>, reply: Reply) {
     let cancel = CancellationToken::new();
     conn.state().speaking = Some(cancel.clone());
@@ -261,48 +313,83 @@ fn start_turn(conn: &Arc<Conn>, reply: Reply) {
         match reply {
             Reply::Speak(text) => {
                 let chunks = speech_chunks(&text, RATE, CHUNK_MS);
+                let count = chunks.len();
+                let shape = conn.turn_shape(count);
+                // Randomized wire: what goes out with the turn's end (the last chunk, unpaced).
+                let mut end = Vec::new();
                 for (i, (pcm, words)) in chunks.into_iter().enumerate() {
                     if cancel.is_cancelled() {
                         return;
                     }
                     let audio = json!({"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": b64_pcm(&pcm)}});
-                    // Alternate between one field per message and several in one (both happen).
-                    if i % 2 == 0 || words.is_empty() {
-                        conn.send(json!({"serverContent": {"modelTurn": {"parts": [audio]}}})).await;
-                        if !words.is_empty() {
-                            conn.send(json!({"serverContent": {"outputTranscription": {"text": words}}})).await;
+                    match &shape {
+                        // Alternate between one field per message and several in one (both happen).
+                        None if i % 2 == 0 || words.is_empty() => {
+                            conn.send(json!({"serverContent": {"modelTurn": {"parts": [audio]}}})).await;
+                            if !words.is_empty() {
+                                conn.send(json!({"serverContent": {"outputTranscription": {"text": words}}})).await;
+                            }
                         }
-                    } else {
-                        conn.send(json!({"serverContent": {"modelTurn": {"parts": [audio]}, "outputTranscription": {"text": words}}}))
-                            .await;
+                        None => {
+                            conn.send(json!({"serverContent": {"modelTurn": {"parts": [audio]}, "outputTranscription": {"text": words}}}))
+                                .await;
+                        }
+                        Some(shape) => {
+                            let mut batch = vec![json!({"serverContent": {"modelTurn": {"parts": [audio]}}})];
+                            if !words.is_empty() {
+                                batch.push(json!({"serverContent": {"outputTranscription": {"text": words}}}));
+                            }
+                            if shape.partial_usage_at == i {
+                                batch.push(partial_usage());
+                            }
+                            if i + 1 == count && shape.last_chunk_with_end {
+                                end = batch;
+                                break;
+                            }
+                            conn.send_batch(batch).await;
+                        }
                     }
                     tokio::select! {
                         () = pace(&conn.shared, CHUNK_MS) => {}
                         () = cancel.cancelled() => return,
                     }
                 }
-                conn.send(json!({"serverContent": {"generationComplete": true}})).await;
+                let generation_complete = json!({"serverContent": {"generationComplete": true}});
+                let turn_complete = json!({"serverContent": {"turnComplete": true}});
                 let delay = conn.shared.lock().gemini_turn_complete_delay;
-                if !delay.is_zero() {
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = cancel.cancelled() => return,
+                match shape {
+                    None => {
+                        conn.send(generation_complete).await;
+                        if !delay.is_zero() {
+                            tokio::select! {
+                                () = tokio::time::sleep(delay) => {}
+                                () = cancel.cancelled() => return,
+                            }
+                        }
+                        // An early partial snapshot, then the turn's final one: only the latest counts.
+                        conn.send(partial_usage()).await;
+                        conn.send(conn.last_usage()).await;
+                        conn.state().speaking = None;
+                        conn.send(turn_complete).await;
+                    }
+                    Some(shape) => {
+                        end.push(generation_complete);
+                        if !delay.is_zero() {
+                            // What follows the wait for playback is ready only after it.
+                            conn.send_batch(std::mem::take(&mut end)).await;
+                            tokio::select! {
+                                () = tokio::time::sleep(delay) => {}
+                                () = cancel.cancelled() => return,
+                            }
+                        }
+                        if shape.partial_usage_at >= count {
+                            end.push(partial_usage());
+                        }
+                        end.extend([conn.last_usage(), turn_complete]);
+                        conn.state().speaking = None;
+                        conn.send_batch(end).await;
                     }
                 }
-                let u = conn.shared.usage();
-                // An early partial snapshot, then the turn's final one: only the latest counts.
-                conn.send(json!({"usageMetadata": {"promptTokenCount": 1, "totalTokenCount": 1}})).await;
-                let prompt = u.input_text + u.input_audio;
-                let response = u.output_text + u.output_audio;
-                conn.send(json!({"usageMetadata": {
-                    "promptTokenCount": prompt, "responseTokenCount": response, "totalTokenCount": prompt + response,
-                    "cachedContentTokenCount": u.input_cached,
-                    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": u.input_text}, {"modality": "AUDIO", "tokenCount": u.input_audio}],
-                    "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": u.output_audio}, {"modality": "TEXT", "tokenCount": u.output_text}],
-                }}))
-                .await;
-                conn.state().speaking = None;
-                conn.send(json!({"serverContent": {"turnComplete": true}})).await;
                 conn.resumption_update().await;
             }
             Reply::ToolCall { name, arguments } => {

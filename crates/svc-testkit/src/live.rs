@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::realtime::Out;
+use crate::wire::{Family, Out, spawn_writer};
 use crate::{Action, Reply, Shared, b64_pcm, pace, pcm_b64, speech_chunks};
 
 const RATE: u32 = 24_000;
@@ -79,7 +79,7 @@ impl Conn {
 
 pub(crate) async fn serve(socket: WebSocket, shared: Arc<Shared>, index: usize, mut control: mpsc::Receiver<Action>) {
     let (sink, mut stream) = socket.split();
-    let (out_tx, writer) = crate::realtime::spawn_writer(sink, 8192);
+    let (out_tx, writer) = spawn_writer(sink, 8192, shared.wire(Family::Typed, index));
     let conn = Arc::new(Conn {
         shared: shared.clone(),
         index,

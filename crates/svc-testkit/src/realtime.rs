@@ -3,47 +3,17 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures_util::{SinkExt, StreamExt};
+use axum::extract::ws::{Message, WebSocket};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::wire::{Family, Out, spawn_writer};
 use crate::{Action, Flavor, Reply, Shared, b64_pcm, pace, pcm_b64, speech_chunks};
 
 const RATE: u32 = 24_000;
 const CHUNK_MS: u32 = 40;
-
-pub(crate) enum Out {
-    /// A JSON frame.
-    Frame(Value),
-    Close(u16, String),
-}
-
-/// Writes what a fake connection queues, in order, until a close or a send failure; `capacity`
-/// frames may wait.
-pub(crate) fn spawn_writer(
-    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
-    capacity: usize,
-) -> (mpsc::Sender<Out>, tokio::task::JoinHandle<()>) {
-    let (out_tx, mut out_rx) = mpsc::channel::<Out>(capacity);
-    let writer = tokio::spawn(async move {
-        while let Some(out) = out_rx.recv().await {
-            match out {
-                Out::Frame(frame) => {
-                    if sink.send(Message::Text(frame.to_string().into())).await.is_err() {
-                        break;
-                    }
-                }
-                Out::Close(code, reason) => {
-                    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
-                    break;
-                }
-            }
-        }
-    });
-    (out_tx, writer)
-}
 
 #[derive(Default)]
 struct State {
@@ -111,7 +81,7 @@ pub(crate) async fn serve(
     mut control: mpsc::Receiver<Action>,
 ) {
     let (sink, mut stream) = socket.split();
-    let (out_tx, writer) = spawn_writer(sink, 4096);
+    let (out_tx, writer) = spawn_writer(sink, 4096, shared.wire(Family::Typed, index));
     let flavor = shared.flavor;
     let conn = Arc::new(Conn {
         shared: shared.clone(),

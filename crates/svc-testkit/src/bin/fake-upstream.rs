@@ -5,7 +5,8 @@
 //! ```
 //!
 //! It prints the environment `svc serve` needs to reach it (every provider family points at the
-//! same fake) and answers every turn with the default reply until interrupted.
+//! same fake) and answers every turn with the default reply until interrupted. With
+//! `SVC_FAKE_WIRE_SEED=<n>` in its environment it sends on the randomized wire (the crate docs).
 
 use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor};
 
