@@ -76,6 +76,20 @@ async def audio_turn(server: RealtimeServer) -> None:
     server.conn.fact("input_tone_hz", server.audio_in.tone_hz())
 
 
+async def activity_end(server: RealtimeServer) -> None:
+    """The client ends a spoken turn (`activity-end`) before the server's detector would: svc
+    commits the buffer itself and asks for the answer."""
+    if not await server.handshake() or not await server.wait_input_ms(300):
+        return
+    item_id = await server.speech_started()
+    if await server.expect("input_audio_buffer.commit") is None:
+        return
+    await server.committed_by_client(item_id, sentence(server.conn.rng, 6))
+    if await server.expect("response.create") is None:
+        return
+    await server.play_response(sentence(server.conn.rng, 8), chunks=4)
+
+
 async def barge_in(server: RealtimeServer) -> None:
     """`BARGE_INS` responses each cut by server VAD while streaming (the cancelled response
     ends at once), each answered by svc's truncate; then one response plays out."""
@@ -148,6 +162,7 @@ SCENARIOS: dict[str, Callable[[RealtimeServer], Awaitable[None]]] = {
     "typed_turn": typed_turn,
     "text_reply": text_reply,
     "audio_turn": audio_turn,
+    "activity_end": activity_end,
     "barge_in": barge_in,
     "tool_call": tool_call,
     "per_turn_error": per_turn_error,

@@ -84,6 +84,8 @@ class ServerState:
     truncations: list[Truncation] = field(default_factory=list)
     refused_creates: int = 0
     session: dict[str, Any] = field(default_factory=dict)
+    # Input audio (ms) already committed, by svc or by the server's detector.
+    committed_ms: int = 0
 
 
 class RealtimeServer:
@@ -129,6 +131,7 @@ class RealtimeServer:
                 "conversation.item.truncate": self.on_truncate,
                 "response.create": self.on_response_create,
                 "response.cancel": self.on_response_cancel,
+                "input_audio_buffer.commit": self.on_commit,
             }.get(str(kind))
             if handler is not None and not await handler(message):
                 return  # answered by the service itself (an error), not the scenario's business
@@ -240,6 +243,15 @@ class RealtimeServer:
             )
             return False
         self.state.cancel_requested = True
+        return True
+
+    async def on_commit(self, message: dict[str, Any]) -> bool:
+        # InputAudioBufferCommitEvent: "This event will produce an error if the input audio
+        # buffer is empty" (and the service wants at least 100 ms of audio in it).
+        uncommitted = self.audio_in.ms - self.state.committed_ms
+        if uncommitted < 100:
+            return await self.refuse(message, f"input_audio_buffer.commit with {uncommitted} ms of uncommitted audio")
+        self.state.committed_ms = self.audio_in.ms
         return True
 
     async def refuse(self, message: dict[str, Any], why: str) -> bool:
@@ -516,13 +528,25 @@ class RealtimeServer:
         )
         return item_id
 
+    async def committed_by_client(self, item_id: str, transcript: str) -> None:
+        """svc committed the buffer itself (the client's activity-end): the service confirms
+        the commit, adds the user item and transcribes it; no speech_stopped (its detector did
+        not end the turn)."""
+        await self.events.send("input_audio_buffer.committed", {"item_id": item_id}, {"previous_item_id": None})
+        await self.transcribe(item_id, transcript)
+
     async def user_turn(self, item_id: str, transcript: str, corrections: bool = False) -> None:
         """Server VAD's end of the user turn `item_id` and its input transcription (OpenAI:
         deltas; xAI: cumulative `updated` events, which "may have corrections")."""
         await self.events.send(
             "input_audio_buffer.speech_stopped", {"audio_end_ms": self.audio_in.ms, "item_id": item_id}
         )
+        self.state.committed_ms = self.audio_in.ms
         await self.events.send("input_audio_buffer.committed", {"item_id": item_id}, {"previous_item_id": None})
+        await self.transcribe(item_id, transcript, corrections)
+
+    async def transcribe(self, item_id: str, transcript: str, corrections: bool = False) -> None:
+        """The committed user item `item_id` and its input transcription."""
         user_item = {
             "id": item_id,
             "object": "realtime.item",

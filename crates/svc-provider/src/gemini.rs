@@ -191,6 +191,11 @@ pub struct GeminiCodec {
     usage_owed: bool,
     /// svc_vad: an `activityStart` was sent without its `activityEnd` yet.
     activity_open: bool,
+    /// server_vad: the user is speaking, as the service signals it (`voiceActivity`) or, when it
+    /// sends none, as its transcription and interruptions show it.
+    user_speaking: bool,
+    /// The service sends `voiceActivity`: the inference from transcripts is not needed.
+    voice_activity_seen: bool,
     /// Tool responses produced while the link was down: they go first after setup (§2.2 step 5).
     pending_tool_responses: Vec<String>,
     calls: BTreeMap<String, Call>,
@@ -228,6 +233,8 @@ impl GeminiCodec {
             turn_usage: None,
             usage_owed: false,
             activity_open: false,
+            user_speaking: false,
+            voice_activity_seen: false,
             pending_tool_responses: Vec::new(),
             calls: BTreeMap::new(),
             turn: ModelTurn::default(),
@@ -336,7 +343,35 @@ impl GeminiCodec {
         }
     }
 
+    /// Under server_vad, the user's speech as the service reports it: `user-started-speaking`
+    /// and `user-stopped-speaking` (svc_vad's come from svc's own detector).
+    fn user_speech(&mut self, speaking: bool) {
+        if !self.server_vad() || speaking == self.user_speaking {
+            return;
+        }
+        self.user_speaking = speaking;
+        self.core.emit(if speaking { ProviderEvent::UserSpeechStarted } else { ProviderEvent::UserSpeechStopped });
+    }
+
+    fn on_voice_activity(&mut self, activity: &Value) {
+        match activity.get("type").and_then(Value::as_str) {
+            Some("ACTIVITY_START") => {
+                self.voice_activity_seen = true;
+                self.user_speech(true);
+            }
+            Some("ACTIVITY_END") => {
+                self.voice_activity_seen = true;
+                self.user_speech(false);
+            }
+            _ => {}
+        }
+    }
+
     fn start_model_turn(&mut self, now: Instant) {
+        if !self.voice_activity_seen {
+            // Without voiceActivity, the model answering is the sign the user's turn ended.
+            self.user_speech(false);
+        }
         if !self.turn.active {
             // A turn still owed its heard share never got the runtime's answer; the runtime
             // then keeps the fragments it played as the final (its grace timer).
@@ -386,6 +421,9 @@ impl GeminiCodec {
                 }
             };
             self.user_text.push_str(fragment);
+            if !self.voice_activity_seen {
+                self.user_speech(true);
+            }
             self.core.emit(ProviderEvent::UserTranscript {
                 text: fragment.to_owned(),
                 is_final: false,
@@ -438,6 +476,10 @@ impl GeminiCodec {
             }
             self.core.emit(ProviderEvent::Interrupted);
             self.end_model_turn(ResponseStatus::Cancelled);
+            if !self.voice_activity_seen {
+                // The service's detector heard the user over the reply.
+                self.user_speech(true);
+            }
         }
         if content.get("generationComplete").and_then(Value::as_bool) == Some(true) {
             self.end_model_turn(ResponseStatus::Completed);
@@ -620,9 +662,11 @@ impl GeminiCodec {
 /// svc_vad's activity signals (automatic activity detection is disabled then).
 const ACTIVITY_START: &str = "{\"realtimeInput\":{\"activityStart\":{}}}";
 const ACTIVITY_END: &str = "{\"realtimeInput\":{\"activityEnd\":{}}}";
+/// server_vad's flush of the service's detector (microphone muted, or the client's activity-end).
+const AUDIO_STREAM_END: &str = "{\"realtimeInput\":{\"audioStreamEnd\":true}}";
 
 /// Top-level fields of a server message (`LiveServerMessage`, google-genai 3.6.1) that svc
-/// knows; the voice-activity ones are not used yet (svc_vad is the default detector).
+/// knows (`voiceActivityDetectionSignal` is read as nothing: `voiceActivity` says more).
 const KNOWN_FIELDS: [&str; 9] = [
     "setupComplete",
     "serverContent",
@@ -695,13 +739,19 @@ impl Codec for GeminiCodec {
                     self.core.emit(ProviderEvent::UserSpeechStarted);
                 }
             }
-            ProviderInput::ActivityEnd => {
-                if !self.server_vad() {
-                    self.activity_open = false;
-                    self.send_client(ACTIVITY_END.to_owned());
-                    self.core.emit(ProviderEvent::UserSpeechStopped);
-                    self.maybe_rotate();
+            ProviderInput::ActivityEnd if self.server_vad() => {
+                // The client ends the turn (`activity-end`): flush the service's detector, as
+                // the SDK documents `audioStreamEnd` for a microphone that stops.
+                if !self.muted {
+                    self.send_client(AUDIO_STREAM_END.to_owned());
                 }
+                self.user_speech(false);
+            }
+            ProviderInput::ActivityEnd => {
+                self.activity_open = false;
+                self.send_client(ACTIVITY_END.to_owned());
+                self.core.emit(ProviderEvent::UserSpeechStopped);
+                self.maybe_rotate();
             }
             ProviderInput::ToolResult { call_id, output, is_error, scheduling } => {
                 self.tool_response(&call_id, &output, is_error, scheduling);
@@ -714,7 +764,7 @@ impl Codec for GeminiCodec {
             ProviderInput::Mute(muted) => {
                 if muted && !self.muted && self.server_vad() {
                     // Flush the server's detector when the microphone goes quiet (§2.5).
-                    self.send_client("{\"realtimeInput\":{\"audioStreamEnd\":true}}".to_owned());
+                    self.send_client(AUDIO_STREAM_END.to_owned());
                 }
                 self.muted = muted;
             }
@@ -785,6 +835,9 @@ impl Codec for GeminiCodec {
             if !ids.is_empty() {
                 self.core.emit(ProviderEvent::ToolCallsCancelled { call_ids: ids });
             }
+        }
+        if let Some(activity) = event.get("voiceActivity") {
+            self.on_voice_activity(activity);
         }
         if let Some(update) = event.get("sessionResumptionUpdate") {
             self.on_resumption_update(update);

@@ -34,6 +34,8 @@ pub use session::session_update;
 
 /// Both directions run at 24 kHz PCM16.
 pub const RATE_HZ: u32 = 24_000;
+/// The least audio a commit takes (100 ms: the service refuses a smaller buffer).
+const MIN_COMMIT_SAMPLES: usize = RATE_HZ as usize / 10;
 /// Input transcription model for OpenAI sessions.
 pub const OPENAI_TRANSCRIBE_MODEL: &str = "gpt-4o-mini-transcribe";
 /// Input transcription model for xAI sessions.
@@ -116,6 +118,8 @@ pub struct RealtimeCodec {
     /// (`response.function_call_arguments.done`, then `response.output_item.done`), and the
     /// runtime may have answered it in between (so it is no longer in `calls`).
     announced_calls: HashSet<String>,
+    /// Samples appended since the last commit (the server's or ours).
+    uncommitted_samples: usize,
     muted: bool,
     /// An event without its `item_id` failed the current turn (reported once per turn).
     missing_item_reported: bool,
@@ -146,6 +150,7 @@ impl RealtimeCodec {
             last_audio_out: None,
             calls: BTreeMap::new(),
             announced_calls: HashSet::new(),
+            uncommitted_samples: 0,
             muted: false,
             missing_item_reported: false,
         }
@@ -205,12 +210,29 @@ impl RealtimeCodec {
             if resampled.is_empty() {
                 return;
             }
+            self.uncommitted_samples += resampled.len();
             let frame = audio_frame(resampled);
             self.core.send(frame);
         } else {
             let resampled = self.core.input_pcm(pcm, native).to_vec();
             self.core.buffer_audio(&resampled);
         }
+    }
+
+    /// The client ends the user's turn (`activity-end`) before the server's detector would:
+    /// commit what was appended and ask for the answer. Nothing to commit (the server committed
+    /// already, or less than the 100 ms it accepts) leaves the turn to the server.
+    fn end_user_turn(&mut self) {
+        if self.core.link != Link::Ready || self.uncommitted_samples < MIN_COMMIT_SAMPLES {
+            return;
+        }
+        self.uncommitted_samples = 0;
+        self.core.send_json(&json!({"type": "input_audio_buffer.commit"}));
+        if self.user_speaking {
+            self.user_speaking = false;
+            self.core.emit(ProviderEvent::UserSpeechStopped);
+        }
+        self.request_response(ResponseRequest::default());
     }
 
     fn add_item(&mut self, item: Value) {
@@ -348,6 +370,7 @@ impl RealtimeCodec {
     fn reset_upstream_state(&mut self) {
         self.responses.reset();
         self.announced_calls.clear();
+        self.uncommitted_samples = 0;
         self.user_speaking = false;
         let lost: Vec<String> =
             self.calls.iter().filter(|(_, call)| !call.answered_upstream).map(|(id, _)| id.clone()).collect();
@@ -646,6 +669,7 @@ impl RealtimeCodec {
             "session.updated" => self.on_session_updated(now, event),
             "error" => self.on_error(event),
             "input_audio_buffer.speech_started" => self.on_speech_started(now, event),
+            "input_audio_buffer.committed" | "input_audio_buffer.cleared" => self.uncommitted_samples = 0,
             "input_audio_buffer.speech_stopped" => {
                 self.user_speaking = false;
                 self.core.emit(ProviderEvent::UserSpeechStopped);
@@ -795,8 +819,9 @@ impl Codec for RealtimeCodec {
                         "content": [{"type": "input_image", "image_url": url, "detail": "auto"}]}));
                 }
             }
-            // Server VAD owns turns on these providers (manual turn-taking is not offered).
-            ProviderInput::ActivityStart | ProviderInput::ActivityEnd => {}
+            // Server VAD starts turns on these providers; the client may end one early.
+            ProviderInput::ActivityStart => {}
+            ProviderInput::ActivityEnd => self.end_user_turn(),
             ProviderInput::ToolResult { call_id, output, is_error, scheduling } => {
                 self.handle_tool_result(&call_id, &output, is_error, scheduling);
             }

@@ -337,3 +337,59 @@ fn xai_usage_at_the_top_level_is_not_hidden_by_an_unknown_field_in_response_usag
     );
     assert_eq!(last_usage(&events).map(|u| u.total_tokens), Some(210), "{events:?}");
 }
+
+#[test]
+fn activity_end_ends_the_users_turn_on_every_provider_that_lets_the_client() {
+    // OpenAI (and xAI, the same codec): commit what was appended and ask for the answer, unless
+    // the server's detector already committed it.
+    let mut codec = openai_ready(Some(TurnDetection::ServerVad));
+    send(&mut codec, &json!({"type": "input_audio_buffer.speech_started", "item_id": "u1"}));
+    for _ in 0..10 {
+        codec.handle_input(Instant::now(), ProviderInput::Audio(vec![500; 960]));
+    }
+    drain(&mut codec);
+    codec.handle_input(Instant::now(), ProviderInput::ActivityEnd);
+    let (transmits, events) = drain(&mut codec);
+    let kinds: Vec<Value> = texts(&transmits).iter().map(|m| m["type"].clone()).collect();
+    assert_eq!(kinds, vec![json!("input_audio_buffer.commit"), json!("response.create")]);
+    assert!(events.contains(&ProviderEvent::UserSpeechStopped), "{events:?}");
+    // Already committed by the server: nothing to do.
+    for _ in 0..10 {
+        codec.handle_input(Instant::now(), ProviderInput::Audio(vec![500; 960]));
+    }
+    send(&mut codec, &json!({"type": "input_audio_buffer.committed", "item_id": "u2"}));
+    drain(&mut codec);
+    codec.handle_input(Instant::now(), ProviderInput::ActivityEnd);
+    assert_eq!(texts(&drain(&mut codec).0), Vec::<Value>::new());
+
+    // Gemini under server VAD: flush the service's detector.
+    let mut codec = gemini(Some(TurnDetection::ServerVad));
+    codec.handle_input(Instant::now(), ProviderInput::Audio(vec![500; 960]));
+    drain(&mut codec);
+    codec.handle_input(Instant::now(), ProviderInput::ActivityEnd);
+    assert_eq!(texts(&drain(&mut codec).0), vec![json!({"realtimeInput": {"audioStreamEnd": true}})]);
+}
+
+#[test]
+fn gemini_server_vad_reports_the_users_speech_from_the_service() {
+    // With voiceActivity (the service's detector) …
+    let mut codec = gemini(Some(TurnDetection::ServerVad));
+    let events = send(&mut codec, &json!({"voiceActivity": {"type": "ACTIVITY_START"}}));
+    assert_eq!(events, vec![ProviderEvent::UserSpeechStarted]);
+    let events = send(&mut codec, &json!({"serverContent": {"inputTranscription": {"text": "Hi"}}}));
+    assert!(!events.contains(&ProviderEvent::UserSpeechStarted));
+    assert_eq!(
+        send(&mut codec, &json!({"voiceActivity": {"type": "ACTIVITY_END"}})),
+        vec![ProviderEvent::UserSpeechStopped]
+    );
+    // … and without it, from the transcription and the model's answer.
+    let mut codec = gemini(Some(TurnDetection::ServerVad));
+    let events = send(&mut codec, &json!({"serverContent": {"inputTranscription": {"text": "Hi"}}}));
+    assert_eq!(events.first(), Some(&ProviderEvent::UserSpeechStarted));
+    let events = gemini_reply(&mut codec);
+    assert_eq!(events.first(), Some(&ProviderEvent::UserSpeechStopped));
+    // svc_vad's markers come from svc's own detector only.
+    let mut codec = gemini(None);
+    let events = send(&mut codec, &json!({"serverContent": {"inputTranscription": {"text": "Hi"}}}));
+    assert!(!events.contains(&ProviderEvent::UserSpeechStarted));
+}

@@ -5,7 +5,7 @@
 /// bookkeeping svc keeps itself, WebRTC-only output buffers, MCP tools svc does not declare,
 /// rate limits, DTMF of a SIP leg svc does not use, keep-alive pings). Anything else is logged
 /// once as unknown and ignored.
-pub(super) const KNOWN_UNUSED_EVENTS: [&str; 30] = [
+pub(super) const KNOWN_UNUSED_EVENTS: [&str; 28] = [
     "session.created",
     "conversation.created",
     "conversation.item.added",
@@ -15,8 +15,6 @@ pub(super) const KNOWN_UNUSED_EVENTS: [&str; 30] = [
     "conversation.item.input_audio_transcription.segment",
     "conversation.item.retrieved",
     "conversation.item.truncated",
-    "input_audio_buffer.cleared",
-    "input_audio_buffer.committed",
     "input_audio_buffer.dtmf_event_received",
     "input_audio_buffer.timeout_triggered",
     "mcp_list_tools.completed",

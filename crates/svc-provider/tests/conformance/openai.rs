@@ -286,6 +286,38 @@ pub(crate) async fn audio_turn(family: &str, setup: SessionSetup, xai: bool) {
 /// answers `BargeIn` with a share of the audio received. The cancelled response's transcript
 /// `done` and `response.done` arrive at once after `speech_started`; the final transcript of
 /// each must still be what was heard, and every truncate must validate.
+/// The client ends a spoken turn (`activity-end`) while the server's detector still hears
+/// speech: svc commits the buffer (≥ 100 ms of it, as the service requires) and asks for the
+/// answer, which comes; the user's speech is reported stopped.
+pub(crate) async fn activity_end(family: &str, setup: SessionSetup) {
+    let setup = &setup;
+    in_every_mode(|mode| async move {
+        let fake = PyFake::start(mode).await;
+        let mut adapter = ready(&fake, family, "activity_end", setup.clone()).await;
+        for frame in room_tone(600, 1000.0) {
+            adapter.send(ProviderInput::Audio(frame)).await;
+        }
+        adapter.wait("speech started", |e| *e == ProviderEvent::UserSpeechStarted).await;
+        adapter.send(ProviderInput::ActivityEnd).await;
+        adapter.wait("the reply's end", |e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
+        assert_no_errors(mode, &adapter);
+        let events = adapter.close().await;
+        let reports = fake.assert_conforms(1).await;
+        let report = &reports[0];
+        assert_closed_by_svc(mode, report);
+        let started = events.iter().position(|e| *e == ProviderEvent::UserSpeechStarted);
+        let stopped = events.iter().position(|e| *e == ProviderEvent::UserSpeechStopped);
+        assert!(started.is_some() && started < stopped, "{mode}: speech markers in order: {:?}", fake::brief(&events));
+        let transcript = facts(report)["user_transcripts"][0].as_str().unwrap_or("?");
+        assert_eq!(user_finals(&events), [transcript], "{mode}: the user's final transcript");
+        let responses = played(report);
+        assert_eq!(assistant_finals(&events), [responses[0]["transcript"].as_str().unwrap_or("?")], "{mode}");
+        let commits = fake::client_messages(report).iter().filter(|m| m["type"] == "input_audio_buffer.commit").count();
+        assert_eq!(commits, 1, "{mode}: one commit");
+    })
+    .await;
+}
+
 pub(crate) async fn barge_in(family: &str, setup: SessionSetup, xai: bool) {
     const BARGE_INS: u64 = 10;
     let setup = &setup;
@@ -581,6 +613,12 @@ async fn provider_b_text_only_reply() {
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_b_audio_turn_under_server_vad() {
     audio_turn(FAMILY, server_vad(), false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
+async fn provider_b_activity_end_commits_the_turn() {
+    activity_end(FAMILY, server_vad()).await;
 }
 
 #[tokio::test]

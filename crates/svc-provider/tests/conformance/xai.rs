@@ -101,6 +101,12 @@ async fn provider_c_audio_turn_with_cumulative_transcripts() {
 
 #[tokio::test]
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
+async fn provider_c_activity_end_commits_the_turn() {
+    openai::activity_end(FAMILY, default_c()).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_c_barge_in_ten_times() {
     openai::barge_in(FAMILY, default_c(), true).await;
 }
