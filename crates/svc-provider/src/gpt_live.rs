@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use svc_domain::model::{Delegation, Knobs};
+use svc_domain::session_config::InterruptionSensitivity;
 
 use crate::api::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 use crate::codec::{
@@ -100,7 +101,11 @@ pub fn session_start(setup: &SessionSetup, history: &[(Role, String)], event_id:
         }
         Delegation::Client | Delegation::Svc => json!({"type": "client"}),
     };
-    let (instructions, _) = fit_instructions(&setup.system_prompt());
+    let prompt = match interruption_note(setup.interruption_sensitivity) {
+        Some(note) => format!("{}\n\n{note}", setup.system_prompt()),
+        None => setup.system_prompt(),
+    };
+    let (instructions, _) = fit_instructions(&prompt);
     let mut session = json!({
         "model": setup.model.model_id,
         "instructions": instructions,
@@ -123,6 +128,22 @@ pub fn session_start(setup: &SessionSetup, history: &[(Role, String)], event_id:
         session["input"] = json!(input);
     }
     json!({"type": "session.start", "event_id": event_id, "session": session})
+}
+
+/// Interruption sensitivity as GPT-Live can take it: the voice model decides itself when the
+/// caller barges in, steered only by its instructions (the SDK: "Frontend instructions for
+/// voice, conversation, interruptions").
+fn interruption_note(sensitivity: InterruptionSensitivity) -> Option<&'static str> {
+    match sensitivity {
+        InterruptionSensitivity::Low => Some(
+            "When the caller talks while you speak, keep going unless they clearly want the floor: \
+             do not stop for short sounds, coughs or backchannels such as \"mm-hm\".",
+        ),
+        InterruptionSensitivity::Default => None,
+        InterruptionSensitivity::High => {
+            Some("Stop speaking as soon as the caller starts to talk, even briefly, and listen.")
+        }
+    }
 }
 
 /// The live prompt cut to [`INSTRUCTIONS_MAX_TOKENS`] at a sentence end; `true` when cut. Under

@@ -393,3 +393,38 @@ fn gemini_server_vad_reports_the_users_speech_from_the_service() {
     let events = send(&mut codec, &json!({"serverContent": {"inputTranscription": {"text": "Hi"}}}));
     assert!(!events.contains(&ProviderEvent::UserSpeechStarted));
 }
+
+#[test]
+fn interruption_sensitivity_reaches_semantic_vad_and_gpt_live() {
+    use svc_domain::model::{Eagerness, ProviderBLiveBlock};
+    use svc_domain::session_config::InterruptionSensitivity;
+    let semantic = |eagerness: Option<Eagerness>, sensitivity| {
+        let block =
+            ProviderBBlock { turn_detection: Some(TurnDetection::SemanticVad), eagerness, ..ProviderBBlock::default() };
+        let mut setup = SessionSetup::new(model(ProviderBlock::ProviderB(block)), "p");
+        setup.interruption_sensitivity = sensitivity;
+        let update = svc_provider::realtime::session_update(&setup, Dialect::OpenAi, "p");
+        update["session"]["audio"]["input"]["turn_detection"]["eagerness"].clone()
+    };
+    assert_eq!(semantic(None, InterruptionSensitivity::Default), json!("auto"));
+    assert_eq!(semantic(None, InterruptionSensitivity::Low), json!("low"));
+    assert_eq!(semantic(None, InterruptionSensitivity::High), json!("high"));
+    assert_eq!(
+        semantic(Some(Eagerness::Medium), InterruptionSensitivity::High),
+        json!("medium"),
+        "an explicit eagerness wins"
+    );
+
+    let live = |sensitivity| {
+        let mut setup =
+            SessionSetup::new(model(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())), "Be kind.");
+        setup.interruption_sensitivity = sensitivity;
+        svc_provider::gpt_live::session_start(&setup, &[], "e1")["session"]["instructions"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert_eq!(live(InterruptionSensitivity::Default), "Be kind.");
+    assert!(live(InterruptionSensitivity::Low).contains("do not stop for short sounds"));
+    assert!(live(InterruptionSensitivity::High).contains("Stop speaking as soon as the caller starts to talk"));
+}

@@ -2,7 +2,7 @@
 //! xAI's (providers.md §3.2–3.3 and §5.2).
 
 use serde_json::{Value, json};
-use svc_domain::model::{Knobs, ProviderBTurnDetection, ProviderCKnobs};
+use svc_domain::model::{Eagerness, Knobs, ProviderBTurnDetection, ProviderCKnobs};
 use svc_domain::session_config::InterruptionSensitivity;
 
 use super::{Dialect, OPENAI_TRANSCRIBE_MODEL, RATE_HZ, XAI_TRANSCRIBE_MODEL};
@@ -35,10 +35,22 @@ fn vad_threshold(sensitivity: InterruptionSensitivity) -> Option<f64> {
     }
 }
 
+/// Semantic VAD has no threshold; its one dial is eagerness (how soon it decides the user's
+/// turn is over and the model may speak). An explicit eagerness wins; left at `auto`, the
+/// session's interruption sensitivity sets it: `low` waits longer before taking the floor from
+/// the user, `high` takes it sooner.
+fn semantic_eagerness(eagerness: Eagerness, sensitivity: InterruptionSensitivity) -> Eagerness {
+    match (eagerness, sensitivity) {
+        (Eagerness::Auto, InterruptionSensitivity::Low) => Eagerness::Low,
+        (Eagerness::Auto, InterruptionSensitivity::High) => Eagerness::High,
+        (eagerness, _) => eagerness,
+    }
+}
+
 fn openai_session(setup: &SessionSetup, instructions: &str) -> Value {
     let detection = match &setup.model.knobs {
         Knobs::ProviderB(knobs) | Knobs::ProviderBMini(knobs) => knobs.turn_detection.clone(),
-        _ => ProviderBTurnDetection::SemanticVad { eagerness: svc_domain::model::Eagerness::Auto },
+        _ => ProviderBTurnDetection::SemanticVad { eagerness: Eagerness::Auto },
     };
     let turn_detection = match detection {
         ProviderBTurnDetection::ServerVad { silence_duration_ms, prefix_padding_ms } => {
@@ -57,7 +69,7 @@ fn openai_session(setup: &SessionSetup, instructions: &str) -> Value {
             vad
         }
         ProviderBTurnDetection::SemanticVad { eagerness } => json!({
-            "type": "semantic_vad", "eagerness": eagerness.as_str(),
+            "type": "semantic_vad", "eagerness": semantic_eagerness(eagerness, setup.interruption_sensitivity).as_str(),
             "create_response": true, "interrupt_response": true,
         }),
     };
