@@ -65,7 +65,8 @@ pub fn spawn(
 
 /// The core's configuration for `setup` (what [`spawn`] runs).
 pub fn voice_for(setup: &SessionSetup) -> Voice {
-    Voice::named(&setup.voice)
+    // The local voice is espeak-ng's: without the agent's choice, the catalog's default.
+    Voice::named(setup.voice.as_deref().unwrap_or(&setup.model.default_voice))
 }
 
 #[derive(Default)]

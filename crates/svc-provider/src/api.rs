@@ -164,8 +164,8 @@ pub struct SessionSetup {
     pub instructions: String,
     /// Appended to the system prompt after the persona.
     pub speaking_style: Option<String>,
-    /// Voice id (the agent's or the catalog default).
-    pub voice: String,
+    /// Voice id the agent chose; `None`: the upstream picks (spec default), so none is sent.
+    pub voice: Option<String>,
     /// `audio.output = false`: run text-only (or gate audio where the upstream cannot).
     pub text_only: bool,
     /// Barge-in readiness, mapped to detector thresholds where the upstream has one.
@@ -185,11 +185,11 @@ pub struct SessionSetup {
 }
 
 impl SessionSetup {
-    /// A setup with `instructions` and defaults for everything else (voice from the catalog,
-    /// no tools, audio output on).
+    /// A setup with `instructions` and defaults for everything else (the upstream's voice, no
+    /// tools, audio output on).
     pub fn new(model: ResolvedModel, instructions: &str) -> SessionSetup {
         SessionSetup {
-            voice: model.default_voice.clone(),
+            voice: None,
             limits: SessionLimits::for_model(&model),
             model,
             instructions: instructions.to_owned(),
@@ -227,7 +227,7 @@ impl SessionSetup {
             tools.push(state_tool());
         }
         SessionSetup {
-            voice: agent.voice.name.clone().unwrap_or_else(|| session.model.default_voice.clone()),
+            voice: agent.voice.name.clone(),
             model: session.model.clone(),
             instructions: agent.instructions.clone(),
             speaking_style: agent.voice.speaking_style.clone(),
@@ -539,7 +539,7 @@ mod tests {
         let session = resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves");
         let setup = SessionSetup::from_resolved(&session);
         assert_eq!(setup.model.model_id, "grok-voice-3.0");
-        assert_eq!(setup.voice, "rex");
+        assert_eq!(setup.voice.as_deref(), Some("rex"));
         assert_eq!(setup.system_prompt(), "Be brief.\n\nSpeaking style: Calm.");
         assert!(setup.text_only);
         assert_eq!(setup.interruption_sensitivity, InterruptionSensitivity::High);

@@ -51,10 +51,10 @@ pub fn setup_message(setup: &SessionSetup, handle: Option<&str>) -> Value {
         Knobs::ProviderA(knobs) => knobs,
         _ => &default_knobs,
     };
-    let mut generation = json!({
-        "responseModalities": ["AUDIO"],
-        "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": setup.voice}}},
-    });
+    let mut generation = json!({"responseModalities": ["AUDIO"]});
+    if let Some(voice) = &setup.voice {
+        generation["speechConfig"] = json!({"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": voice}}});
+    }
     if let Some(temperature) = knobs.temperature {
         generation["temperature"] = json!(temperature);
     }

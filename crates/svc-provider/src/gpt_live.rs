@@ -109,9 +109,12 @@ pub fn session_start(setup: &SessionSetup, history: &[(Role, String)], event_id:
     let mut session = json!({
         "model": setup.model.model_id,
         "instructions": instructions,
-        "audio": {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "output": {"voice": setup.voice}},
+        "audio": {"format": {"type": "audio/pcm", "rate": RATE_HZ}},
         "delegation": delegation,
     });
+    if let Some(voice) = &setup.voice {
+        session["audio"]["output"] = json!({"voice": voice});
+    }
     if !history.is_empty() {
         let skip = history.len().saturating_sub(HISTORY_MAX_MESSAGES);
         let input: Vec<Value> = history[skip..]

@@ -81,7 +81,10 @@ fn openai_session(setup: &SessionSetup, instructions: &str) -> Value {
         }
     });
     if !setup.text_only {
-        audio["output"] = json!({"format": {"type": "audio/pcm", "rate": RATE_HZ}, "voice": setup.voice});
+        audio["output"] = json!({"format": {"type": "audio/pcm", "rate": RATE_HZ}});
+        if let Some(voice) = &setup.voice {
+            audio["output"]["voice"] = json!(voice);
+        }
     }
     let mut session = json!({
         "type": "realtime",
@@ -129,7 +132,6 @@ fn xai_session(setup: &SessionSetup, instructions: &str) -> Value {
     }
     let mut session = json!({
         "instructions": instructions,
-        "voice": setup.voice,
         "turn_detection": vad,
         "reasoning": {"effort": knobs.reasoning_effort.as_str()},
         "audio": {
@@ -137,6 +139,9 @@ fn xai_session(setup: &SessionSetup, instructions: &str) -> Value {
             "output": output,
         },
     });
+    if let Some(voice) = &setup.voice {
+        session["voice"] = json!(voice);
+    }
     if !setup.tools.is_empty() {
         session["tools"] = json!(tools_json(&setup.tools));
     }

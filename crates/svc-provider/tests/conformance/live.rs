@@ -83,7 +83,7 @@ async fn provider_b_live_strict_session_start() {
         service_tier: Some(ServiceTier::Priority),
         ..ProviderBLiveBlock::default()
     });
-    setup.voice = "cedar".to_owned();
+    setup.voice = Some("cedar".to_owned());
     setup.tools = vec![lookup_tool()];
     setup.history = vec![
         TranscriptTurn { role: Role::User, text: "Where is my order?".to_owned() },

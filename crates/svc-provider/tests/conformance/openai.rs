@@ -518,7 +518,7 @@ async fn provider_b_session_config_and_greeting() {
         silence_duration_ms: Some(650),
         prefix_padding_ms: Some(250),
     });
-    setup.voice = "cedar".to_owned();
+    setup.voice = Some("cedar".to_owned());
     setup.speaking_style = Some("Warm and brief.".to_owned());
     setup.interruption_sensitivity = InterruptionSensitivity::High;
     setup.tools = vec![lookup_tool()];

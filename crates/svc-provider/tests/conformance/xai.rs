@@ -37,7 +37,7 @@ async fn provider_c_session_config_and_force_message_greeting() {
         speed: Some(1.2),
         idle_timeout_ms: Some(8000),
     });
-    setup.voice = "rex".to_owned();
+    setup.voice = Some("rex".to_owned());
     setup.interruption_sensitivity = InterruptionSensitivity::Low;
     setup.tools = vec![lookup_tool()];
     setup.greeting = Some("Welcome to the shop!".to_owned());
