@@ -396,7 +396,9 @@ pub struct AgentConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<AudioDoc>)]
     pub audio: Option<serde_json::Value>,
-    /// Tool specs (at most 10,000).
+    /// The agent's published tool specs (at most 10,000), checked with the start's rules. A
+    /// catalog start runs only the tools it sends itself (spec), so clients read these and pass
+    /// them on; they are never run otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<ToolDoc>>, max_items = 10000)]
     pub tools: Option<Vec<serde_json::Value>>,
@@ -630,7 +632,8 @@ pub struct CatalogAgentDoc {
     /// Values for `{{key}}` placeholders.
     #[serde(default)]
     pub inputs: Option<std::collections::BTreeMap<String, String>>,
-    /// The whole tool set (≤ 10,000), replacing the stored one.
+    /// The session's whole tool set (≤ 10,000), used verbatim; empty or absent means no tools
+    /// (the stored agent's `tools` are not run).
     #[serde(default)]
     #[schema(value_type = Option<Vec<ToolDoc>>, max_items = 10000)]
     pub tools: Option<Vec<serde_json::Value>>,

@@ -667,12 +667,14 @@ async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Re
     t.post("/realtime/session/start", Some(&key), body.clone()).await.expect(200);
     let own = AgentConfig {
         instructions: Some("Our own receptionist for {{business_name}}.".into()),
+        tools: Some(vec![json!({"kind": "end_call"})]),
         ..AgentConfig::default()
     };
     t.app.store.create_agent(&ws.id, "svc-receptionist", None, &own, 1).await.expect("agent");
     t.post("/realtime/session/start", Some(&key), body).await.expect(200);
-    let tools_override = start_body(json!({"type": "catalog", "name": "svc-receptionist", "tools": []}));
-    t.post("/realtime/session/start", Some(&key), tools_override).await.expect(200);
+    let sent_tools = json!([{"kind": "end_call"}, {"kind": "client", "name": "take_message", "description": "Notes it."}]);
+    let with_tools = start_body(json!({"type": "catalog", "name": "svc-receptionist", "tools": sent_tools}));
+    t.post("/realtime/session/start", Some(&key), with_tools).await.expect(200);
     let sessions = recorder.sessions.lock().expect("lock").clone();
     let builtin = &sessions[0].session;
     assert!(builtin.agent.instructions.contains("receptionist of Rosa's Bakery"), "inputs are substituted");
@@ -681,15 +683,18 @@ async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Re
         Some("Hello, you've reached Rosa's Bakery. How can I help you today?")
     );
     assert_eq!(builtin.agent.voice.name.as_deref(), Some("Kore"));
-    assert_eq!(builtin.ready_agent(), json!({"name": "svc-receptionist", "tools": ["end_call"]}));
+    // A catalog start runs exactly the tools it carries: absent means none (spec), whatever the
+    // stored agent lists.
+    assert_eq!(builtin.ready_agent(), json!({"name": "svc-receptionist", "tools": []}));
     assert_eq!(
         sessions[1].session.agent.instructions, "Our own receptionist for Rosa's Bakery.",
         "the workspace agent wins"
     );
+    assert_eq!(sessions[1].session.ready_agent(), json!({"name": "svc-receptionist", "tools": []}));
     assert_eq!(
         sessions[2].session.ready_agent(),
-        json!({"name": "svc-receptionist", "tools": []}),
-        "catalog tools replace verbatim"
+        json!({"name": "svc-receptionist", "tools": ["take_message", "end_call"]}),
+        "the start's tools, verbatim"
     );
     // Another workspace's agent is unknown here.
     let other = t.workspace("beta").await;
