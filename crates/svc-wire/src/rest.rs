@@ -577,7 +577,8 @@ pub enum AgentDoc {
     Catalog(CatalogAgentDoc),
 }
 
-/// Inline agent fields.
+/// Inline agent fields. The deprecated `model_options` is absent, as the spec publishes it
+/// (Versioning 6); the server still accepts it from older clients and folds it into `model`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InlineAgentDoc {
@@ -589,10 +590,6 @@ pub struct InlineAgentDoc {
     #[serde(default)]
     #[schema(value_type = Option<ModelDoc>)]
     pub model: Option<serde_json::Value>,
-    /// Deprecated provider block, folded into `model`.
-    #[serde(default)]
-    #[schema(value_type = Option<ModelDoc>)]
-    pub model_options: Option<serde_json::Value>,
     /// The voice.
     #[serde(default)]
     pub voice: Option<VoiceDoc>,
