@@ -648,13 +648,19 @@ async fn session_params_resolve_to_effective_values(t: (TestApp, Arc<Recorder>))
     assert_eq!(sessions[2].session.agent.state.as_ref().map(|s| s["stage"].clone()), Some(json!("intro")));
     assert_eq!(sessions[3].session.agent.state, None);
     assert_eq!(sessions[3].session.warnings, vec!["state_tool_shadowed".to_owned()]);
+    // A `say` hook may carry neither `text` nor `prompt` (spec: both optional).
+    let bare_say = json!([{"trigger": "user.speech.timeout", "timeout_seconds": 20, "action": {"type": "say"}}]);
+    t.post("/realtime/session/start", Some(&key), inline(json!({"hooks": bare_say}))).await.expect(200);
+    let sessions = recorder.sessions.lock().expect("lock").clone();
+    let hook = serde_json::to_value(&sessions[4].session.agent.hooks[0]).expect("json");
+    assert_eq!(hook["action"], json!({"type": "say"}));
     // Null is absent, for `type` as for every optional field; whole floats are integers.
     let mut body = inline(json!({}));
     body["type"] = Value::Null;
     body["session"] = json!({"max_session_seconds": 600.0});
     t.post("/realtime/session/start", Some(&key), body).await.expect(200);
     let sessions = recorder.sessions.lock().expect("lock").clone();
-    assert_eq!(sessions[4].session.max_session_seconds, Some(600));
+    assert_eq!(sessions[5].session.max_session_seconds, Some(600));
 }
 
 async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Recorder>)) {

@@ -443,6 +443,23 @@ fn silence_hooks_say_then_end_the_call() {
 }
 
 #[test]
+fn a_bare_say_hook_has_the_model_check_in() {
+    let hooks = json!([{"trigger": "user.speech.timeout", "timeout_seconds": 4, "action": {"type": "say"}}]);
+    let mut h = Harness::live(openai(json!({"hooks": hooks})));
+    h.advance(4 * Duration::from_secs(1) - PRIMED);
+    let fired = h.take_events();
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0]["action"], json!({"type": "say"}));
+    assert_eq!(
+        h.take_inputs(),
+        vec![ProviderInput::Note {
+            text: format!("The user has been silent for 4 seconds. {}", super::ending::CHECK_IN_PROMPT),
+            respond: true,
+        }]
+    );
+}
+
+#[test]
 fn user_speech_keeps_hooks_quiet() {
     let hooks = json!([{"trigger": "user.speech.timeout", "timeout_seconds": 3, "action": {"type": "end_call"}}]);
     let mut h = Harness::live(openai(json!({"hooks": hooks})));
