@@ -218,7 +218,8 @@ pub struct Capabilities {
 pub struct ImportSessionRequest {
     /// Epoch seconds.
     pub started_at: f64,
-    /// Epoch seconds.
+    /// Epoch seconds; not before `started_at` (a rule across two fields, which JSON Schema cannot
+    /// state: 422 `value_error` at `["body","ended_at"]`).
     #[serde(default)]
     pub ended_at: Option<f64>,
     /// Title.
@@ -229,11 +230,15 @@ pub struct ImportSessionRequest {
     #[serde(default)]
     #[schema(pattern = r"^[^\x00]*$")]
     pub provider: Option<String>,
-    /// At most 100,000 turns.
+    /// At most 100,000 turns (more is 400, as the spec fixes it).
     #[serde(default)]
+    #[schema(max_items = 100000)]
     pub transcript: Vec<TranscriptTurn>,
-    /// Mono WAV, base64; at most 200 MB decoded.
+    /// A mono WAV (RIFF/WAVE, PCM or float, 8 to 32 bits), base64 in the standard alphabet,
+    /// padded or not; at most 200 MB decoded. The shortest WAV (a 44-byte header) is 59
+    /// characters. Bytes that are not a mono WAV are 400, which JSON Schema cannot state.
     #[serde(default)]
+    #[schema(min_length = 59, pattern = r"^[A-Za-z0-9+/]*={0,2}$")]
     pub audio_wav_base64: Option<String>,
 }
 
@@ -441,8 +446,10 @@ pub struct AgentUpdate {
     #[serde(default, with = "double_option")]
     #[schema(value_type = Option<String>, min_length = 1, max_length = 2000, pattern = r"^[^\x00]*$")]
     pub description: Option<Option<String>>,
-    /// New configuration.
+    /// New configuration, replacing the stored one; absent keeps it. Not nullable: an agent
+    /// always has a configuration (send `{}` for the empty one).
     #[serde(default)]
+    #[schema(nullable = false)]
     pub config: Option<AgentConfig>,
 }
 
