@@ -215,12 +215,13 @@ export class VoiceSession {
       for (const participant of room.remoteParticipants.values()) this.inspectParticipant(participant);
       if (micResult) {
         await room.localParticipant.publishTrack(micResult.track, { source: Track.Source.Microphone, dtx: false });
-        // The agent listens to whoever binds; the spec has the client bind after publishing.
-        await this.send({ type: 'bind-input' });
       }
       const readiness = await this.waitForReady(joining);
       if (readiness === null) throw new Error(this.endRequested ? 'closed while starting' : `no ready within ${this.readyTimeoutMs} ms`);
       const readyMs = monotonic() - joining;
+      // The client waits for readiness before its first send (spec, session start), and binds the
+      // agent's input after publishing its audio: so `bind-input` is the first message out.
+      if (micResult) await this.send({ type: 'bind-input' });
       this.connectTimings = {
         ...(micResult ? { mic_ms: Math.round(micResult.ms) } : {}),
         request_ms: Math.round(requestMs),
@@ -459,10 +460,15 @@ export class VoiceSession {
 
   // --- Sending -----------------------------------------------------------------------------------
 
-  /** Sends one protocol message (chunked when its JSON passes 12,000 bytes). */
+  /**
+   * Sends one protocol message (chunked when its JSON passes 12,000 bytes). Only once the agent
+   * is ready: the spec has the client wait for readiness before its first send, and the server
+   * may drop what comes earlier.
+   */
   async send(message: ClientMessage): Promise<void> {
     const room = this.room;
     if (!room || room.state !== ConnectionState.Connected) throw new Error(`cannot send ${message.type}: the session is ${this.state.kind}`);
+    if (this.latch.value === null) throw new Error(`cannot send ${message.type}: the agent is not ready yet`);
     for (const payload of encodeMessage(message)) {
       await room.localParticipant.publishData(payload as Uint8Array<ArrayBuffer>, { reliable: true, topic: DATA_TOPIC });
     }
@@ -521,13 +527,17 @@ export class VoiceSession {
 
   // --- Ending ------------------------------------------------------------------------------------
 
-  /** Ends the session: tells the server (`end`), waits for it to close the room, then leaves. */
+  /**
+   * Ends the session: tells the server (`end`), waits for it to close the room, then leaves.
+   * Before readiness nothing may be sent, so it just leaves (the server ends the session as
+   * `participant_left`).
+   */
   async end(): Promise<void> {
     if (this.state.kind === 'disconnected' || this.state.kind === 'idle') return;
     this.endRequested = 'client_ended';
     this.transition({ kind: 'ending' });
     const room = this.room;
-    if (room && room.state === ConnectionState.Connected) {
+    if (room && room.state === ConnectionState.Connected && this.latch.value !== null) {
       const closed = new Promise<void>((resolve) => room.once(RoomEvent.Disconnected, () => resolve()));
       try {
         await this.send({ type: 'end' });

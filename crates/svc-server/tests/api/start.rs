@@ -478,6 +478,16 @@ async fn workspace_gates_answer_with_their_extras(t: (TestApp, Arc<Recorder>)) {
     let (t, _) = t;
     let ws = t.workspace("acme").await;
     let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    // Below the SDK floor: the minimum as an extra, and an upgrade command for the package sdk/js
+    // really publishes (read from its package.json, so the two cannot drift apart).
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/js/package.json");
+    let package: Value = serde_json::from_slice(&std::fs::read(manifest).expect("package.json")).expect("json");
+    let package = package["name"].as_str().expect("name");
+    let old_sdk = json!({"sdk": {"name": package, "version": "1.3.9"}});
+    let error = t.post("/realtime/session/start", Some(&key), old_sdk).await.expect_error(400);
+    assert_eq!((error["code"].clone(), error["min_version"].clone()), (json!("sdk_unsupported"), json!("1.4.0")));
+    let message = error["message"].as_str().expect("message");
+    assert!(message.ends_with(&format!("Upgrade with: npm install {package}@1.4.0")), "{message}");
     let body = inline(json!({}));
     let set = |change: fn(&mut svc_domain::WorkspaceSettings)| {
         let (store, id) = (t.app.store.clone(), ws.id.clone());
