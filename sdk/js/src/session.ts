@@ -204,7 +204,10 @@ export class VoiceSession {
       if (this.endRequested) throw new Error('closed while starting');
 
       this.transition({ kind: 'room-connecting' });
-      const room = new Room({ adaptiveStream: false, dynacast: false, disconnectOnPageLeave: true });
+      // Signalling v0 straight away: svc's room answers only v0, and livekit-client's v1 probe
+      // (the default) costs a round trip and logs its refusal, token and all, as a console error.
+      // A LiveKit server speaks v0 too.
+      const room = new Room({ adaptiveStream: false, dynacast: false, disconnectOnPageLeave: true, singlePeerConnection: false });
       this.room = room;
       this.wire(room);
       const joining = monotonic();
@@ -283,7 +286,8 @@ export class VoiceSession {
   }
 
   private inspectParticipant(participant: Participant): void {
-    if (!this.isAgent(participant)) return;
+    // After the end nothing the departing room reports changes the session any more.
+    if (!this.isAgent(participant) || this.state.kind === 'disconnected') return;
     this.agentIdentity ??= participant.identity;
     const readiness = this.latch.offerAttribute(participant.attributes['svc.ready']);
     if (readiness) this.onReadiness(readiness);
@@ -584,6 +588,12 @@ export class VoiceSession {
   /** Releases everything once; the state latches at `disconnected`. */
   private async teardown(reason: DisconnectReason, detail?: string): Promise<void> {
     if (this.state.kind === 'disconnected') return;
+    // The agent goes with the room: it no longer listens, thinks or speaks (said first, so a
+    // listener of the end reads the agent's state as it now is).
+    if (this.agentStateValue !== 'idle') {
+      this.agentStateValue = 'idle';
+      this.emit({ type: 'sdk.agent-state', state: 'idle' });
+    }
     this.transition({ kind: 'ended', reason, ...(detail ? { detail } : {}) });
     for (const timer of this.timers.splice(0)) clearInterval(timer);
     for (const meter of this.meters.splice(0)) meter.close();
