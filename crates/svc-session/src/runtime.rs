@@ -271,8 +271,8 @@ impl Runtime {
         self.inner.config.phone.as_ref().map(|phone| phone.config().caller_number.as_str())
     }
 
-    /// Places a phone call into a running session's room: the callee joins as a SIP participant
-    /// when they answer. Returns once the INVITE is out; the call's progress goes to the session
+    /// Places a phone call into a running session's room: the callee joins at once as a SIP
+    /// participant (`sip.callStatus` `dialing`) and is heard once they answer. Returns once the INVITE is out; the call's progress goes to the session
     /// (`dial-progress` events, timeline) and its outcome and billed time to the store.
     pub async fn dial(&self, request: DialRequest) -> Result<(), DialError> {
         let phone = self.inner.config.phone.as_ref().ok_or(DialError::NoTrunk)?;
