@@ -261,7 +261,11 @@ mod tests {
         assert_eq!(Scope::parse_issued("realtime:use"), Err(UnissuedScope::Deprecated));
         let message = UnissuedScope::Deprecated.to_string();
         assert!(message.contains("no longer issued"), "{message}");
-        assert!(message.ends_with("realtime:start, realtime:dial, realtime:read, realtime:logs, realtime:delete, support:write"));
+        assert!(
+            message.ends_with(
+                "realtime:start, realtime:dial, realtime:read, realtime:logs, realtime:delete, support:write"
+            )
+        );
         let unknown = Scope::parse_issued("realtime:everything").expect_err("unknown").to_string();
         assert!(unknown.starts_with("unknown scope `realtime:everything`; scopes: realtime:start,"), "{unknown}");
         assert!(!unknown.contains("realtime:use"), "the deprecated scope is not offered: {unknown}");

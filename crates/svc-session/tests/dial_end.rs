@@ -16,8 +16,8 @@ use peer::{contact_header, response};
 use rsip::{Method, SipMessage};
 use serde_json::{Value, json};
 use svc_domain::model::ModelCatalog;
-use svc_domain::settings::RecordingConsents;
 use svc_domain::session_config::parse_start;
+use svc_domain::settings::RecordingConsents;
 use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
 use svc_domain::tools::{ServerTool, ServerToolAvailability};
 use svc_phone::{PhoneConfig, PhoneService};
@@ -130,7 +130,8 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
         .expect("room server");
     let trunk = UdpSocket::bind("127.0.0.1:0").await.expect("trunk");
     let trunk_addr = trunk.local_addr().expect("trunk address");
-    let mut phone_config = PhoneConfig::new(format!("sip:{trunk_addr}"), TRUNK_CALLER, "127.0.0.1:0".parse().expect("addr"));
+    let mut phone_config =
+        PhoneConfig::new(format!("sip:{trunk_addr}"), TRUNK_CALLER, "127.0.0.1:0".parse().expect("addr"));
     phone_config.rtp_ports = 32_400..=32_419;
     let phone_shutdown = CancellationToken::new();
     let phone = PhoneService::start(phone_config, room.clone(), phone_shutdown.clone()).await.expect("phone service");

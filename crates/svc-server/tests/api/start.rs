@@ -688,7 +688,8 @@ async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Re
     };
     t.app.store.create_agent(&ws.id, "svc-receptionist", None, &own, 1).await.expect("agent");
     t.post("/realtime/session/start", Some(&key), body).await.expect(200);
-    let sent_tools = json!([{"kind": "end_call"}, {"kind": "client", "name": "take_message", "description": "Notes it."}]);
+    let sent_tools =
+        json!([{"kind": "end_call"}, {"kind": "client", "name": "take_message", "description": "Notes it."}]);
     let with_tools = start_body(json!({"type": "catalog", "name": "svc-receptionist", "tools": sent_tools}));
     t.post("/realtime/session/start", Some(&key), with_tools).await.expect(200);
     let sessions = recorder.sessions.lock().expect("lock").clone();
