@@ -136,7 +136,7 @@ async fn hanging_up_while_it_rings_cancels() {
 async fn the_room_closing_while_it_rings_cancels_the_dial() {
     // The session ended before the phone was answered: the dial fails as the CANCEL says,
     // `canceled` (the documented reason), not with what made svc hang up.
-    let mut s = setup(32_120..=32_139, Duration::from_secs(30)).await;
+    let s = setup(32_120..=32_139, Duration::from_secs(30)).await;
     let mut call = s.phone.dial(request("ring-then-close")).await.expect("dial");
     let (invite, ua) = receive_request(&s.trunk, Method::Invite).await;
     send(&s.trunk, response(&invite, 180, Some("b"), vec![contact_header("b")], None), ua).await;
