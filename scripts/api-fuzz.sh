@@ -75,7 +75,8 @@ for backend in $backends; do
   "$SVC" "${args[@]}" workspace create --slug fuzz --name Fuzz >/dev/null
   key=$("$SVC" "${args[@]}" key create --workspace fuzz --scope realtime:start --scope realtime:read \
     --scope realtime:logs --scope realtime:delete --scope support:write --scope user_tokens:mint)
-  "$SVC" "${args[@]}" user create --workspace fuzz --email fuzz@example.com --role admin >/dev/null
+  # The recordings capability too, so that `POST /sessions/import` is fuzzed past its 403.
+  "$SVC" "${args[@]}" user create --workspace fuzz --email fuzz@example.com --role admin --capability recordings >/dev/null
   user_token=$("$SVC" "${args[@]}" user token --workspace fuzz --email fuzz@example.com)
   "$SVC" "${args[@]}" serve >"$OUT/svc.$backend.log" 2>&1 &
   server_pid=$!

@@ -45,10 +45,10 @@ fi
 ./node_modules/.bin/tsc -p tsconfig.playground.json
 ./node_modules/.bin/esbuild playground/playground.ts --bundle --format=esm --target=es2020 --minify \
   --legal-comments=none --log-level=warning --outfile="$out/playground.js"
-cp playground/index.html playground/playground.css "$out/"
+cp playground/index.html playground/playground.css playground/favicon.svg "$out/"
 
 if ((check)); then
-  for file in index.html playground.js playground.css; do
+  for file in index.html playground.js playground.css favicon.svg; do
     if ! cmp -s "$out/$file" "$ASSETS/$file"; then
       echo "crates/svc-server/playground/$file differs from a fresh build of sdk/js: run scripts/build-playground.sh and commit" >&2
       exit 1

@@ -18,5 +18,5 @@ pub mod start;
 pub mod tools;
 
 pub use host::Host;
-pub use scope::{Scope, ScopeSet, UnknownScope};
+pub use scope::{Scope, ScopeSet, UnissuedScope, UnknownScope};
 pub use settings::WorkspaceSettings;

@@ -128,6 +128,42 @@ impl FromStr for Scope {
     }
 }
 
+/// Why a scope may not be put on a new credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnissuedScope {
+    /// The name is no scope.
+    #[error("{0}; scopes: {known}", known = Scope::issued_names())]
+    Unknown(#[from] UnknownScope),
+    /// `realtime:use`: deprecated and no longer issued (spec, Versioning 7 and the scope table).
+    #[error(
+        "`realtime:use` is deprecated and no longer issued (keys that hold it keep working); \
+         name the scopes it stood for instead: {implied}",
+        implied = Scope::IMPLIED_BY_REALTIME_USE.map(Scope::as_str).join(", ")
+    )]
+    Deprecated,
+}
+
+impl Scope {
+    /// Whether a new credential may carry this scope: all but the deprecated umbrella
+    /// `realtime:use`, which keeps working on the keys that hold it but is no longer issued.
+    pub const fn is_issued(self) -> bool {
+        !matches!(self, Scope::RealtimeUse)
+    }
+
+    /// Parses a scope asked for on a new credential.
+    pub fn parse_issued(name: &str) -> Result<Scope, UnissuedScope> {
+        match name.parse::<Scope>()? {
+            scope if scope.is_issued() => Ok(scope),
+            _ => Err(UnissuedScope::Deprecated),
+        }
+    }
+
+    /// The names of the scopes a new credential may carry, comma-separated.
+    fn issued_names() -> String {
+        Scope::ALL.into_iter().filter(|scope| scope.is_issued()).map(Scope::as_str).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// An expanded, ordered set of scopes (see the module invariant).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScopeSet(BTreeSet<Scope>);
@@ -217,6 +253,23 @@ mod tests {
             ]
         );
         assert!(!set.contains(Scope::UserTokensMint));
+    }
+
+    #[test]
+    fn realtime_use_is_no_longer_issued_but_names_what_to_ask_for() {
+        assert_eq!(Scope::parse_issued("realtime:start"), Ok(Scope::RealtimeStart));
+        assert_eq!(Scope::parse_issued("realtime:use"), Err(UnissuedScope::Deprecated));
+        let message = UnissuedScope::Deprecated.to_string();
+        assert!(message.contains("no longer issued"), "{message}");
+        assert!(
+            message.ends_with(
+                "realtime:start, realtime:dial, realtime:read, realtime:logs, realtime:delete, support:write"
+            )
+        );
+        let unknown = Scope::parse_issued("realtime:everything").expect_err("unknown").to_string();
+        assert!(unknown.starts_with("unknown scope `realtime:everything`; scopes: realtime:start,"), "{unknown}");
+        assert!(!unknown.contains("realtime:use"), "the deprecated scope is not offered: {unknown}");
+        assert_eq!(Scope::ALL.into_iter().filter(|scope| !scope.is_issued()).collect::<Vec<_>>(), [Scope::RealtimeUse]);
     }
 
     #[test]

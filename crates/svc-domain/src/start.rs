@@ -170,9 +170,10 @@ pub fn resolve_start(
             if agent.instructions.as_deref().is_some_and(|text| char_len(text) > INSTRUCTIONS_MAX_CHARS) {
                 return Err(StartRejection::InstructionsTooLong);
             }
-            if let Some(tools) = catalog.tools {
-                agent.tools = tools;
-            }
+            // The start's tools are the whole tool set, used verbatim; empty or absent means no
+            // tools (spec, "agent, catalog variant"): the client that runs the client tools says
+            // which exist, so a stored agent's `tools` are never run behind its back.
+            agent.tools = catalog.tools.unwrap_or_default();
             if let Some(voice) = catalog.voice {
                 let base = agent.voice.take().unwrap_or_default();
                 agent.voice = Some(Voice {

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use svc_room::{LocalAudioTrack, LocalParticipant, RemoteAudioDecoder, RoomEvent};
 use svc_rtp::{G711, MediaEvent, NtpTime, RtpSession, SessionConfig, TransmitKind};
 use svc_sip::shell::SipClient;
-use svc_sip::{CallEvent, CallEventKind, CallId, Party, RemoteMedia};
+use svc_sip::{CallEvent, CallEventKind, CallId, FailReason, Party, RemoteMedia};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::attributes::{self, CallStatus};
 use crate::mixer::{MAX_TRACKS, Mixer};
 use crate::router::Router;
-use crate::{DialProgress, EndedBy};
+use crate::{DialProgress, EndedBy, HangupHandle};
 
 /// The phone's track in the room.
 pub const PHONE_TRACK_NAME: &str = "phone";
@@ -47,7 +47,7 @@ pub(crate) struct CallContext {
     pub rtp: UdpSocket,
     pub rtcp: UdpSocket,
     pub progress: mpsc::Sender<DialProgress>,
-    pub hangup: CancellationToken,
+    pub hangup: HangupHandle,
     pub shutdown: CancellationToken,
     pub media_timeout: Duration,
 }
@@ -111,7 +111,10 @@ impl Call {
             let hanging_up = self.hanging_up.is_some();
             let rtcp_bye = self.rtcp_bye_deadline.filter(|_| !hanging_up);
             tokio::select! {
-                () = self.cx.hangup.cancelled(), if !hanging_up => self.hang_up(EndedBy::Svc, "hangup").await,
+                () = self.cx.hangup.token.cancelled(), if !hanging_up => {
+                    let reason = self.cx.hangup.reason();
+                    self.hang_up(EndedBy::Svc, reason).await;
+                }
                 () = self.cx.shutdown.cancelled(), if !hanging_up => self.hang_up(EndedBy::Svc, "shutdown").await,
                 event = self.cx.events.recv() => match event {
                     Some(event) => {
@@ -152,6 +155,8 @@ impl Call {
                 () = tokio::time::sleep_until(hangup_deadline.unwrap_or(far)), if hangup_deadline.is_some() => {
                     tracing::warn!("the hangup was not confirmed in time; ending the call");
                     let (by, reason, _) = self.hanging_up.unwrap_or((EndedBy::Svc, "hangup", far));
+                    // Before an answer our hangup was a CANCEL, whatever made us send it.
+                    let reason = if self.answered_at.is_some() { reason } else { FailReason::Canceled.as_str() };
                     return self.local_outcome(by, reason);
                 }
             }
@@ -225,12 +230,12 @@ impl Call {
                 self.report(DialProgress::Dtmf { digit });
                 None
             }
-            // A hangup of ours before the answer is SIP's `canceled`; other local causes
-            // (shutdown, the room closing) say what they were.
-            CallEventKind::Failed { status, reason, .. } => Some(match self.hanging_up {
-                Some((_, why, _)) if why != "hangup" => Outcome::Failed { reason: why.to_owned(), status },
-                _ => Outcome::Failed { reason: reason.as_str().to_owned(), status },
-            }),
+            // A hangup of ours before the answer is a CANCEL, which SIP reports as `canceled`
+            // (the documented reason) whatever made us hang up: the session ending, shutdown.
+            // A final answer that crossed our CANCEL (busy, say) says what really happened.
+            CallEventKind::Failed { status, reason, .. } => {
+                Some(Outcome::Failed { reason: reason.as_str().to_owned(), status })
+            }
             CallEventKind::Ended { by, reason } => Some(match self.hanging_up {
                 Some((by, why, _)) => Outcome::Ended { by, reason: why.to_owned() },
                 None => Outcome::Ended {

@@ -135,7 +135,7 @@ pub struct DialRequest {
 pub enum EndedBy {
     /// The phone: BYE, RTCP BYE, or its media stopped.
     Phone,
-    /// svc: [`PhoneCall::hangup`], the room going away, or shutdown.
+    /// svc: [`PhoneCall::hangup`] or a [`HangupHandle`], the room going away, or shutdown.
     Svc,
 }
 
@@ -148,7 +148,8 @@ pub enum DialProgress {
     Answered,
     /// Never answered. Final.
     Failed {
-        /// Why ([`svc_sip::FailReason::as_str`], or `room_closed`, `event_overflow`, `shutdown`).
+        /// Why: [`svc_sip::FailReason::as_str`] (`canceled` whenever svc hung up first, whatever
+        /// made it), or `event_overflow`, `closed`.
         reason: String,
         /// The SIP final response, when one came.
         status: Option<u16>,
@@ -158,7 +159,7 @@ pub enum DialProgress {
         /// Who ended it.
         by: EndedBy,
         /// Why: `hangup`, `media_timeout`, `rtcp_bye`, `room_closed`, `event_overflow`,
-        /// `shutdown`, `ack_timeout`.
+        /// `shutdown`, `ack_timeout`, or the reason given to [`HangupHandle::hang_up`].
         reason: String,
         /// From the answer to the end: what dial minutes are metered on.
         answered_for: Duration,
@@ -199,6 +200,40 @@ pub enum PhoneError {
     ShuttingDown,
 }
 
+/// Hangs a call up on its owner's behalf, saying why: CANCEL before the answer (the dial then
+/// fails as `canceled`), BYE after it (the call ends with this reason). Cheap to clone, so the
+/// session a call belongs to can hold one while another task follows the call's progress.
+#[derive(Debug, Clone)]
+pub struct HangupHandle {
+    token: CancellationToken,
+    /// The first reason given; later ones do not replace it.
+    reason: Arc<Mutex<Option<&'static str>>>,
+}
+
+impl HangupHandle {
+    fn new() -> HangupHandle {
+        HangupHandle { token: CancellationToken::new(), reason: Arc::new(Mutex::new(None)) }
+    }
+
+    /// Hangs up for `reason` (a slug: `hangup`, `session_ended`, …). Once; later calls do nothing.
+    pub fn hang_up(&self, reason: &'static str) {
+        lock(&self.reason).get_or_insert(reason);
+        self.token.cancel();
+    }
+
+    /// The reason given, once [`HangupHandle::hang_up`] was called.
+    fn reason(&self) -> &'static str {
+        lock(&self.reason).unwrap_or("hangup")
+    }
+}
+
+impl PartialEq for HangupHandle {
+    /// Two handles are equal when they hang up the same call.
+    fn eq(&self, other: &HangupHandle) -> bool {
+        Arc::ptr_eq(&self.reason, &other.reason)
+    }
+}
+
 /// A call placed by [`PhoneService::dial`]. Dropping it does not hang up: the call lives on
 /// (with its participant in the room) until either side hangs up, the room closes or the
 /// service shuts down; only the progress events are then lost.
@@ -212,14 +247,19 @@ pub struct PhoneCall {
     pub call_id: CallId,
     /// Progress, ending with `Failed` or `Ended`.
     pub progress: mpsc::Receiver<DialProgress>,
-    hangup: CancellationToken,
+    hangup: HangupHandle,
     task: JoinHandle<()>,
 }
 
 impl PhoneCall {
     /// Hangs up: CANCEL before the answer, BYE after. `Failed`/`Ended` follows on `progress`.
     pub fn hangup(&self) {
-        self.hangup.cancel();
+        self.hangup.hang_up("hangup");
+    }
+
+    /// A handle that hangs this call up, for whoever else decides when it ends.
+    pub fn hangup_handle(&self) -> HangupHandle {
+        self.hangup.clone()
     }
 
     /// Waits for the call's task to finish (after `Failed`/`Ended`; the participant has left).
@@ -401,7 +441,7 @@ impl PhoneService {
             call = %call_id, rtp_port, "dialing"
         );
         let (progress_tx, progress) = mpsc::channel(PROGRESS_QUEUE);
-        let hangup = CancellationToken::new();
+        let hangup = HangupHandle::new();
         let context = call::CallContext {
             call_id: call_id.clone(),
             client: inner.client.clone(),

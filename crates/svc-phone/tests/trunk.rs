@@ -132,6 +132,62 @@ async fn hanging_up_while_it_rings_cancels() {
     s.room.shutdown().await;
 }
 
+#[tokio::test]
+async fn the_room_closing_while_it_rings_cancels_the_dial() {
+    // The session ended before the phone was answered: the dial fails as the CANCEL says,
+    // `canceled` (the documented reason), not with what made svc hang up.
+    let s = setup(32_120..=32_139, Duration::from_secs(30)).await;
+    let mut call = s.phone.dial(request("ring-then-close")).await.expect("dial");
+    let (invite, ua) = receive_request(&s.trunk, Method::Invite).await;
+    send(&s.trunk, response(&invite, 180, Some("b"), vec![contact_header("b")], None), ua).await;
+    assert_eq!(next_progress(&mut call).await, DialProgress::Ringing);
+    assert!(s.room.close_room(ROOM, svc_room::LeaveReason::RoomDeleted).await, "the room was open");
+    let (cancel, ua) = receive_request(&s.trunk, Method::Cancel).await;
+    send(&s.trunk, response(&cancel, 200, Some("b"), vec![], None), ua).await;
+    send(&s.trunk, response(&invite, 487, Some("b"), vec![], None), ua).await;
+    assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "canceled".into(), status: Some(487) });
+    drop(s.agent);
+    s.shutdown.cancel();
+    timeout(WAIT, s.phone.closed()).await.expect("stops");
+    s.room.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hangup_handle_ends_the_call_with_its_reason() {
+    let s = setup(32_140..=32_159, Duration::from_secs(30)).await;
+    let mut call = s.phone.dial(request("handle")).await.expect("dial");
+    let handle = call.hangup_handle();
+    let (_phone, _ours, _invite, ua) = answer(&s.trunk).await;
+    assert_eq!(next_progress(&mut call).await, DialProgress::Answered);
+    handle.hang_up("session_ended");
+    handle.hang_up("ignored: the first reason stays");
+    let (bye, from) = receive_request(&s.trunk, Method::Bye).await;
+    assert_eq!(from, ua);
+    send(&s.trunk, response(&bye, 200, None, vec![], None), ua).await;
+    let DialProgress::Ended { by, reason, .. } = next_progress(&mut call).await else { panic!("ended") };
+    assert_eq!((by, reason.as_str()), (EndedBy::Svc, "session_ended"));
+    s.shutdown.cancel();
+    timeout(WAIT, s.phone.closed()).await.expect("stops");
+    s.room.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_redirect_from_the_trunk_is_not_followed() {
+    // svc places calls over its trunk only: a 3xx names another target, which is not called
+    // (a redirect could send the call, and its cost, anywhere). The dial fails as `redirected`.
+    let mut s = setup(32_160..=32_179, Duration::from_secs(30)).await;
+    let mut call = s.phone.dial(request("moved")).await.expect("dial");
+    let (invite, ua) = receive_request(&s.trunk, Method::Invite).await;
+    let elsewhere = contact_header("elsewhere");
+    send(&s.trunk, response(&invite, 302, Some("b"), vec![elsewhere], None), ua).await;
+    assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "redirected".into(), status: Some(302) });
+    let statuses = watch_statuses(&mut s.agent, "sip-moved").await;
+    assert_eq!(statuses, ["dialing", "hangup"]);
+    s.shutdown.cancel();
+    timeout(WAIT, s.phone.closed()).await.expect("stops");
+    s.room.shutdown().await;
+}
+
 /// A phone on loopback: answers with PCMU toward `port`.
 fn answer_sdp(port: u16) -> String {
     format!(

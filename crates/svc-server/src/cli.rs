@@ -201,9 +201,10 @@ enum KeyCommand {
         /// Workspace slug.
         #[arg(long)]
         workspace: String,
-        /// A scope the key carries (at least one; fixed for the key's life); repeatable.
-        #[arg(long = "scope", value_name = "SCOPE", required = true)]
-        scopes: Vec<String>,
+        /// A scope the key carries (at least one; fixed for the key's life); repeatable. The
+        /// deprecated `realtime:use` is no longer issued.
+        #[arg(long = "scope", value_name = "SCOPE", required = true, value_parser = Scope::parse_issued)]
+        scopes: Vec<Scope>,
         /// A label to recognise the key by.
         #[arg(long)]
         label: Option<String>,
@@ -742,16 +743,12 @@ async fn show_workspace(store: &Store, row: &WorkspaceRow, json: bool) -> anyhow
 async fn key(store: &Store, command: KeyCommand, json: bool) -> anyhow::Result<()> {
     match command {
         KeyCommand::Create { workspace, scopes, label } => {
-            let parsed =
-                scopes.iter().map(|scope| Scope::from_str(scope)).collect::<Result<Vec<_>, _>>().map_err(|error| {
-                    anyhow::anyhow!("{error}; known scopes: {}", Scope::ALL.map(|s| s.as_str()).join(", "))
-                })?;
-            if parsed.is_empty() {
+            if scopes.is_empty() {
                 bail!("a key needs at least one --scope");
             }
             let row = find_workspace(store, &workspace).await?;
             let (record, secret) =
-                crate::auth::issue::create_api_key(store, &row.id, ScopeSet::new(parsed), label).await?;
+                crate::auth::issue::create_api_key(store, &row.id, ScopeSet::new(scopes), label).await?;
             if json {
                 print_json(&json!({"id": record.id, "key": secret, "scopes": record.scopes.wire_strings()}));
             } else {

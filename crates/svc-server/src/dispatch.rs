@@ -49,8 +49,8 @@ pub struct PhoneDial {
     pub session_id: String,
     /// The callee, E.164.
     pub phone_number: String,
-    /// The caller id, when one was asked for (else the trunk's default).
-    pub caller_number: Option<String>,
+    /// The caller id presented: the one asked for, else the trunk's default.
+    pub caller_number: String,
 }
 
 /// Why a dial was not placed.
@@ -84,9 +84,10 @@ pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
         Box::pin(async { Ok(false) })
     }
 
-    /// Whether dial-out can be placed at all (a phone trunk is configured).
-    fn phone_available(&self) -> bool {
-        false
+    /// The caller id a dial that names none presents, when dial-out can be placed at all (a
+    /// phone trunk is configured); `None` without a trunk.
+    fn trunk_caller_number(&self) -> Option<String> {
+        None
     }
 
     /// Hands a dial to the session; returns once the call is placed (it rings asynchronously).
@@ -113,8 +114,8 @@ impl SessionDispatcher for RuntimeDispatcher {
         })
     }
 
-    fn phone_available(&self) -> bool {
-        self.0.phone_available()
+    fn trunk_caller_number(&self) -> Option<String> {
+        self.0.trunk_caller_number().map(str::to_owned)
     }
 
     fn dial(&self, dial: PhoneDial) -> PhoneFuture<'_> {
@@ -123,7 +124,7 @@ impl SessionDispatcher for RuntimeDispatcher {
                 dial_id: dial.dial_id,
                 session_id: dial.session_id,
                 phone_number: dial.phone_number,
-                caller_number: dial.caller_number,
+                caller_number: Some(dial.caller_number),
             };
             self.0.dial(request).await.map_err(|error| match error {
                 svc_session::DialError::NoTrunk => DialRefusal::NoTrunk,

@@ -99,6 +99,7 @@ pub async fn provision_dev_credential(store: &Store, config: &Config) -> anyhow:
 const INDEX_HTML: &[u8] = include_bytes!("../playground/index.html");
 const PLAYGROUND_JS: &[u8] = include_bytes!("../playground/playground.js");
 const PLAYGROUND_CSS: &[u8] = include_bytes!("../playground/playground.css");
+const FAVICON_SVG: &[u8] = include_bytes!("../playground/favicon.svg");
 
 /// The page may talk to its own origin and to media rooms anywhere (the room URL may name another
 /// host); it runs only its own script.
@@ -106,13 +107,17 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; st
      img-src 'self' data: blob:; media-src 'self' blob: mediastream:; connect-src 'self' ws: wss: http: https:; \
      frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-/// `/`, its assets under `/playground/`, and the development credential.
+/// `/`, its assets under `/playground/` (and `/favicon.ico`), and the development credential.
 pub fn router() -> Router<App> {
     Router::new()
         .route("/", get(|| async { asset(INDEX_HTML, "text/html; charset=utf-8") }))
         .route("/playground/", get(|| async { asset(INDEX_HTML, "text/html; charset=utf-8") }))
         .route("/playground/playground.js", get(|| async { asset(PLAYGROUND_JS, "text/javascript; charset=utf-8") }))
         .route("/playground/playground.css", get(|| async { asset(PLAYGROUND_CSS, "text/css; charset=utf-8") }))
+        .route("/playground/favicon.svg", get(|| async { asset(FAVICON_SVG, "image/svg+xml") }))
+        // Browsers ask for `/favicon.ico` whatever the page links to (a JSON document opened in a
+        // tab, for one): the same icon, so no request of theirs ends in a 404.
+        .route("/favicon.ico", get(|| async { asset(FAVICON_SVG, "image/svg+xml") }))
         .route("/playground/credential", get(get_dev_credential))
         .route("/playground/local-models", get(get_local_models).post(install_local_models))
 }

@@ -134,15 +134,23 @@ fn admin_commands_manage_workspaces_keys_and_users() {
         plain.starts_with("svc_sk_") && plain.trim_end().lines().count() == 1,
         "only the secret on stdout: {plain:?}"
     );
+    // `realtime:use` is deprecated and no longer issued (spec): a usage error that says what to
+    // ask for instead.
+    let refused = run(d, &["key", "create", "--workspace", "acme", "--scope", "realtime:use"]);
+    assert_eq!(refused.status.code(), Some(64));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("no longer issued") && said.contains("realtime:start, realtime:dial"), "{said}");
     let json: Value = serde_json::from_str(&ok(&run(
         d,
-        &["--json", "key", "create", "--workspace", "acme", "--scope", "realtime:use", "--scope", "user_tokens:mint"],
+        &["--json", "key", "create", "--workspace", "acme", "--scope", "realtime:start", "--scope", "user_tokens:mint"],
     )))
     .expect("json");
     assert_eq!(json.as_object().expect("object").len(), 3);
     assert!(json["key"].as_str().expect("key").starts_with("svc_sk_"));
-    assert_eq!(json["scopes"][0], "realtime:start");
-    assert!(!run(d, &["key", "create", "--workspace", "acme", "--scope", "realtime:everything"]).status.success());
+    assert_eq!(json["scopes"], serde_json::json!(["realtime:start", "user_tokens:mint"]));
+    let unknown = run(d, &["key", "create", "--workspace", "acme", "--scope", "realtime:everything"]);
+    assert_eq!(unknown.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown scope `realtime:everything`; scopes:"));
     assert!(!run(d, &["key", "create", "--workspace", "nope", "--scope", "realtime:start"]).status.success());
     let listed = ok(&run(d, &["key", "list", "--workspace", "acme"]));
     assert_eq!(listed.lines().count(), 2);

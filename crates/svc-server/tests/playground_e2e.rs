@@ -208,6 +208,11 @@ async fn a_person_talks_to_an_agent_in_the_playground() {
 
     // The event log shows frames both ways, the tool answered by the page.
     let log = page["log"].as_array().expect("log").iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n");
+    // Nothing goes out before readiness (spec): the first message sent is `bind-input`, after it.
+    let ready_at = log.find("\"type\":\"sdk.ready\"").expect("readiness latched");
+    let first_sent = log.find("→ {").expect("messages were sent");
+    assert!(ready_at < first_sent, "a message went out before readiness:\n{log}");
+    assert!(log[first_sent..].starts_with("→ {\"type\":\"bind-input\"}"), "bind-input comes first");
     for needle in [
         "← {\"type\":\"ready\"",
         "→ {\"type\":\"bind-input\"}",
@@ -241,6 +246,18 @@ async fn a_person_talks_to_an_agent_in_the_playground() {
     // History: the session, its stored transcript and its recording, read back in the page.
     let id = figures["session"].as_str().expect("session id");
     assert_eq!(page["history"][0], id, "the newest session heads the history");
+    // Right after End, the page shows the session as it is stored: ended, its id, marked as the
+    // one just held; the agent no longer listens; an end by the user is no failure.
+    let after_end = &report["observations"]["after_end"];
+    let newest = after_end["history"][0].as_str().unwrap_or("");
+    assert!(!newest.contains("live") && newest.contains("completed"), "history right after End: {newest}");
+    assert!(newest.contains(id) && newest.contains("this session"), "{newest}");
+    assert_eq!(page["history_current"][0], "true");
+    assert_eq!(after_end["agent"], "agent: idle");
+    assert_eq!((page["state_failed"].clone(), page["banner"].clone()), (json!("false"), json!("")));
+    // A page that works logs no error: no 404 for the icon, no refused `/rtc/v1` probe (which
+    // would also put the room token into the console).
+    assert_eq!(report["observations"]["console_errors"], json!([]), "console errors");
     let stored: Vec<&str> =
         page["detail_transcript"].as_array().into_iter().flatten().filter_map(|t| t["text"].as_str()).collect();
     assert!(
@@ -361,6 +378,32 @@ async fn the_sdk_speaks_the_whole_protocol_from_another_origin() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and sdk/js's packages; run by scripts/test.sh"]
+async fn the_sdk_sends_nothing_before_the_agent_is_ready() {
+    let world = World::start("sdk-unready").await;
+    // The upstream takes the connection and never answers: the agent never gets ready.
+    world.fake.stall_new_connections(true);
+    let key = world.dev_key();
+    let mic = repo().join("target/interop/audio/caller.wav");
+    let report = world
+        .drive("sdk-unready", &["--base-url", &world.base_url, "--api-key", &key, "--mic", mic.to_str().expect("path")])
+        .await;
+    let sdk = &report["observations"]["sdk"];
+    assert_eq!(sdk["microphone_opened"], true, "the microphone was there to bind: {sdk}");
+    assert!(sdk["error"].as_str().unwrap_or("").starts_with("no ready within"), "{sdk}");
+    assert_eq!(sdk["final_state"]["reason"], "handshake_failed");
+    // The spec: after joining, the client waits for readiness before its first send.
+    assert_eq!(sdk["sent_types"], json!([]), "{sdk}");
+    let id = sdk["session_id"].as_str().expect("the session started");
+    let timeline = world.get_json(&format!("/sessions/{id}/timeline"), &key);
+    let events = timeline["events"].as_array().expect("events");
+    assert!(events.iter().any(|e| e["type"] == "participant.joined"), "{timeline}");
+    // The agent followed the first publisher on its own; no `bind-input` made it sticky.
+    let bound: Vec<&Value> = events.iter().filter(|e| e["type"] == "input.bound").collect();
+    assert!(!bound.is_empty() && bound.iter().all(|e| e["data"]["sticky"] == false), "{bound:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the test harness; run by scripts/test.sh"]
 async fn the_development_credential_is_for_loopback_pages_only() {
     let world = World::start("dev-credential").await;
@@ -381,6 +424,12 @@ async fn the_development_credential_is_for_loopback_pages_only() {
     assert!(models["missing"].as_str().is_some_and(|m| m.contains("svc models install")), "{models}");
     let (status, _, _) = world.get("/playground/local-models", None, &[("Origin", "http://127.0.0.1:1")]);
     assert_eq!(status, 404);
+    // Its icon, where browsers look for one.
+    for path in ["/favicon.ico", "/playground/favicon.svg"] {
+        let (status, head, _) = world.get(path, None, &[]);
+        assert_eq!(status, 200, "{path}");
+        assert!(head.to_ascii_lowercase().contains("content-type: image/svg+xml"), "{head}");
+    }
     // The page itself, with its security headers.
     let (status, head, _) = world.get("/", None, &[]);
     assert_eq!(status, 200);

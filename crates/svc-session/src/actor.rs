@@ -25,8 +25,13 @@ use crate::room::{AgentRoom, AgentRoomEvent, CloseReason};
 
 /// How often the session's heartbeat is refreshed (the reaper ends sessions 60 s stale).
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
-/// How long a session's end waits for its phone call's last word (the call task hangs up within
-/// a second of the room closing; an RTCP BYE waits 2 s for the SIP BYE).
+/// How long a session's end waits, with its room still open, for the phone call it hung up to
+/// say how it ended (a BYE's answer takes a round trip to the trunk; a CANCEL's 487 as long),
+/// so that the clients hear `dial-progress` before the room closes.
+const DIAL_HANGUP_GRACE: Duration = Duration::from_secs(2);
+/// How long, all told, a session's end waits for its phone call's last word for the timeline
+/// (the call task hangs up within a second of the room closing; an RTCP BYE waits 2 s for the
+/// SIP BYE).
 const DIAL_END_GRACE: Duration = Duration::from_secs(4);
 /// How long the adapter gets to answer open calls and close its socket after `Close`.
 const PROVIDER_CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -45,8 +50,10 @@ pub enum SessionCommand {
         dial_id: String,
         /// The callee.
         phone_number: String,
-        /// The caller id asked for.
-        caller_number: Option<String>,
+        /// The caller id presented (asked for, else the trunk's).
+        caller_number: String,
+        /// Hangs the call up when the session ends before it.
+        hangup: svc_phone::HangupHandle,
     },
     /// The dial-out moved on.
     Dial(DialUpdate),
@@ -83,6 +90,8 @@ pub struct SessionActor<R: AgentRoom> {
     pub commands: tokio::sync::mpsc::Receiver<SessionCommand>,
     /// `Instant` and epoch µs of the same moment (stored times).
     pub clock_origin: (Instant, i64),
+    /// Hangs up the session's phone call, once one was placed.
+    pub dial_hangup: Option<svc_phone::HangupHandle>,
 }
 
 impl<R: AgentRoom> std::fmt::Debug for SessionActor<R> {
@@ -134,8 +143,9 @@ impl<R: AgentRoom> SessionActor<R> {
                 }
                 command = self.commands.recv(), if commands_open => match command {
                     Some(SessionCommand::End { reason }) => self.core.handle_end_request(Instant::now(), &reason),
-                    Some(SessionCommand::DialPlaced { dial_id, phone_number, caller_number }) => {
-                        self.core.handle_dial_placed(Instant::now(), &dial_id, &phone_number, caller_number.as_deref());
+                    Some(SessionCommand::DialPlaced { dial_id, phone_number, caller_number, hangup }) => {
+                        self.core.handle_dial_placed(Instant::now(), &dial_id, &phone_number, &caller_number);
+                        self.dial_hangup = Some(hangup);
                     }
                     Some(SessionCommand::Dial(update)) => self.core.handle_dial_update(Instant::now(), update),
                     // The registry dropped its sender: nothing more will be asked.
@@ -300,19 +310,24 @@ impl<R: AgentRoom> SessionActor<R> {
         }
     }
 
-    /// A phone call ends with its session (its hangup ended the session, or the room just closed
-    /// under it): its last progress, which says how and when, is kept in the session's timeline
-    /// before the end is stored. Bounded by [`DIAL_END_GRACE`].
-    async fn await_dial_end(&mut self) {
-        let deadline = tokio::time::Instant::now() + DIAL_END_GRACE;
+    /// A phone call ends with its session (its hangup ended the session, or the session hangs
+    /// it up): its last progress, which says how and when, goes to the clients while the room is
+    /// open and into the session's timeline before the end is stored. Waits until `deadline`.
+    async fn await_dial_end(&mut self, deadline: tokio::time::Instant, room_open: bool) {
         while self.core.dial_in_progress() {
             let Ok(Some(command)) = tokio::time::timeout_at(deadline, self.commands.recv()).await else { break };
             if let SessionCommand::Dial(update) = command {
                 let now = Instant::now();
                 self.core.handle_dial_update(now, update);
                 while let Some(output) = self.core.poll_output() {
-                    if let Output::Persist(record) = output {
-                        self.persister.push(record, self.now_us(now));
+                    match output {
+                        Output::Persist(record) => self.persister.push(record, self.now_us(now)),
+                        Output::Data { json, to } if room_open => {
+                            if let Err(error) = self.room.send_data(json, to).await {
+                                tracing::debug!(session.id = %self.core.session_id(), %error, "data not sent");
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -341,10 +356,19 @@ impl<R: AgentRoom> SessionActor<R> {
         if tokio::time::timeout(PROVIDER_CLOSE_GRACE, &mut self.provider.task).await.is_err() {
             self.provider.shutdown.cancel();
         }
+        let grace_ends = tokio::time::Instant::now() + DIAL_END_GRACE;
+        if self.core.dial_in_progress()
+            && let Some(hangup) = self.dial_hangup.take()
+        {
+            // Every leg drops with the session; the phone's goes first, so that the clients
+            // still in the room hear `dial-progress` say so before the room closes.
+            hangup.hang_up("session_ended");
+            self.await_dial_end(tokio::time::Instant::now() + DIAL_HANGUP_GRACE, true).await;
+        }
         let reason =
             if finish.reason == "server_shutdown" { CloseReason::ServerShutdown } else { CloseReason::SessionEnded };
         self.room.close(reason).await;
-        self.await_dial_end().await;
+        self.await_dial_end(grace_ends, false).await;
         let (status, usage) = match finish.status {
             EndStatus::Completed if finish.usage.had_activity() => (
                 "completed",

@@ -111,7 +111,7 @@ pub struct DialRequest {
     pub session_id: String,
     /// The callee, E.164.
     pub phone_number: String,
-    /// The caller id, or the trunk's default.
+    /// The caller id to present; `None`: the trunk's default.
     pub caller_number: Option<String>,
 }
 
@@ -228,6 +228,7 @@ impl Runtime {
             shutdown: inner.shutdown.clone(),
             commands: command_rx,
             clock_origin: (started, started_us),
+            dial_hangup: None,
         };
         inner.live.fetch_add(1, Ordering::Relaxed);
         self.sessions().insert(
@@ -265,13 +266,13 @@ impl Runtime {
         tokio::time::timeout(END_WAIT, finished.cancelled()).await.map_err(|_| EndError::TimedOut)
     }
 
-    /// Whether dial-out is configured.
-    pub fn phone_available(&self) -> bool {
-        self.inner.config.phone.is_some()
+    /// The caller id of dials that name none, when dial-out is configured.
+    pub fn trunk_caller_number(&self) -> Option<&str> {
+        self.inner.config.phone.as_ref().map(|phone| phone.config().caller_number.as_str())
     }
 
-    /// Places a phone call into a running session's room: the callee joins as a SIP participant
-    /// when they answer. Returns once the INVITE is out; the call's progress goes to the session
+    /// Places a phone call into a running session's room: the callee joins at once as a SIP
+    /// participant (`sip.callStatus` `dialing`) and is heard once they answer. Returns once the INVITE is out; the call's progress goes to the session
     /// (`dial-progress` events, timeline) and its outcome and billed time to the store.
     pub async fn dial(&self, request: DialRequest) -> Result<(), DialError> {
         let phone = self.inner.config.phone.as_ref().ok_or(DialError::NoTrunk)?;
@@ -280,20 +281,23 @@ impl Runtime {
             let running = sessions.get(&request.session_id).ok_or(DialError::NotRunning)?;
             (running.room_name.clone(), running.commands.clone())
         };
+        // The number presented, so the timeline says what the callee saw.
+        let caller_number = request.caller_number.unwrap_or_else(|| phone.config().caller_number.clone());
         let call = phone
             .dial(svc_phone::DialRequest {
                 room_name,
                 session_id: request.session_id.clone(),
                 dial_id: request.dial_id.clone(),
                 phone_number: request.phone_number.clone(),
-                caller_number: request.caller_number.clone(),
+                caller_number: Some(caller_number.clone()),
             })
             .await?;
         tracing::info!(session.id = %request.session_id, dial.id = %request.dial_id, "dial placed");
         let placed = SessionCommand::DialPlaced {
             dial_id: request.dial_id.clone(),
             phone_number: request.phone_number,
-            caller_number: request.caller_number,
+            caller_number,
+            hangup: call.hangup_handle(),
         };
         // A session that has just ended takes no more commands; the call still runs its course
         // (the room closes under it) and is metered below.

@@ -218,7 +218,8 @@ pub struct Capabilities {
 pub struct ImportSessionRequest {
     /// Epoch seconds.
     pub started_at: f64,
-    /// Epoch seconds.
+    /// Epoch seconds; not before `started_at` (a rule across two fields, which JSON Schema cannot
+    /// state: 422 `value_error` at `["body","ended_at"]`).
     #[serde(default)]
     pub ended_at: Option<f64>,
     /// Title.
@@ -229,11 +230,15 @@ pub struct ImportSessionRequest {
     #[serde(default)]
     #[schema(pattern = r"^[^\x00]*$")]
     pub provider: Option<String>,
-    /// At most 100,000 turns.
+    /// At most 100,000 turns (more is 400, as the spec fixes it).
     #[serde(default)]
+    #[schema(max_items = 100000)]
     pub transcript: Vec<TranscriptTurn>,
-    /// Mono WAV, base64; at most 200 MB decoded.
+    /// A mono WAV (RIFF/WAVE, PCM or float, 8 to 32 bits), base64 in the standard alphabet,
+    /// padded or not; at most 200 MB decoded. The shortest WAV (a 44-byte header) is 59
+    /// characters. Bytes that are not a mono WAV are 400, which JSON Schema cannot state.
     #[serde(default)]
+    #[schema(min_length = 59, pattern = r"^[A-Za-z0-9+/]*={0,2}$")]
     pub audio_wav_base64: Option<String>,
 }
 
@@ -396,7 +401,9 @@ pub struct AgentConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<AudioDoc>)]
     pub audio: Option<serde_json::Value>,
-    /// Tool specs (at most 10,000).
+    /// The agent's published tool specs (at most 10,000), checked with the start's rules. A
+    /// catalog start runs only the tools it sends itself (spec), so clients read these and pass
+    /// them on; they are never run otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<ToolDoc>>, max_items = 10000)]
     pub tools: Option<Vec<serde_json::Value>>,
@@ -439,8 +446,10 @@ pub struct AgentUpdate {
     #[serde(default, with = "double_option")]
     #[schema(value_type = Option<String>, min_length = 1, max_length = 2000, pattern = r"^[^\x00]*$")]
     pub description: Option<Option<String>>,
-    /// New configuration.
+    /// New configuration, replacing the stored one; absent keeps it. Not nullable: an agent
+    /// always has a configuration (send `{}` for the empty one).
     #[serde(default)]
+    #[schema(nullable = false)]
     pub config: Option<AgentConfig>,
 }
 
@@ -575,7 +584,8 @@ pub enum AgentDoc {
     Catalog(CatalogAgentDoc),
 }
 
-/// Inline agent fields.
+/// Inline agent fields. The deprecated `model_options` is absent, as the spec publishes it
+/// (Versioning 6); the server still accepts it from older clients and folds it into `model`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InlineAgentDoc {
@@ -587,10 +597,6 @@ pub struct InlineAgentDoc {
     #[serde(default)]
     #[schema(value_type = Option<ModelDoc>)]
     pub model: Option<serde_json::Value>,
-    /// Deprecated provider block, folded into `model`.
-    #[serde(default)]
-    #[schema(value_type = Option<ModelDoc>)]
-    pub model_options: Option<serde_json::Value>,
     /// The voice.
     #[serde(default)]
     pub voice: Option<VoiceDoc>,
@@ -630,7 +636,8 @@ pub struct CatalogAgentDoc {
     /// Values for `{{key}}` placeholders.
     #[serde(default)]
     pub inputs: Option<std::collections::BTreeMap<String, String>>,
-    /// The whole tool set (≤ 10,000), replacing the stored one.
+    /// The session's whole tool set (≤ 10,000), used verbatim; empty or absent means no tools
+    /// (the stored agent's `tools` are not run).
     #[serde(default)]
     #[schema(value_type = Option<Vec<ToolDoc>>, max_items = 10000)]
     pub tools: Option<Vec<serde_json::Value>>,

@@ -396,6 +396,8 @@ function onEvent(current: VoiceSession, event: SessionEvent): void {
     case 'sdk.state':
       ui.state.textContent = event.state.kind + (event.state.reason ? ` (${event.state.reason})` : '');
       ui.state.dataset.kind = event.state.kind;
+      // Only a failure is shown as one: an end by either side is the normal way out.
+      ui.state.dataset.failed = String(event.state.transport === 'failed');
       ui.transport.textContent = `transport: ${event.state.transport}`;
       if (event.state.kind === 'disconnected') onEnded(current, event.state.detail);
       break;
@@ -494,6 +496,9 @@ async function onEnded(current: VoiceSession, detail: string | null): Promise<vo
   }
   const id = current.sessionId;
   if (!id) return;
+  // The server stores the end just after the room closes: wait for it, or the history would
+  // still show this session live.
+  await storedEnd(current.api, id);
   await refreshHistory();
   try {
     const usage = await current.api.finalUsage(id, 500, 15_000);
@@ -508,15 +513,34 @@ async function onEnded(current: VoiceSession, detail: string | null): Promise<vo
 
 // --- History ----------------------------------------------------------------------------------
 
+/** Polls the session's record until its end is stored, for at most `timeoutMs`. */
+async function storedEnd(client: SvcApi, id: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    try {
+      if ((await client.getSession(id)).ended_at !== null) return;
+    } catch {
+      return; // no realtime:read: the history says why itself
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 async function refreshHistory(): Promise<void> {
   if (!ui.credential.value.trim()) return;
   try {
     const sessions = await api().listSessions({ limit: 20 });
+    const currentId = session?.sessionId ?? null;
     ui.history.replaceChildren(
       ...sessions.map((record) => {
         const when = new Date(record.started_at * 1000).toLocaleString();
         const length = record.ended_at ? ` · ${Math.round(record.ended_at - record.started_at)} s` : ' · live';
-        const item = el('li', `${when}${length} · ${record.status} · ${record.provider ?? ''}`, { 'data-session': record.id });
+        const mine = record.id === currentId;
+        const item = el('li', `${when}${length} · ${record.status} · ${record.provider ?? ''}${mine ? ' · this session' : ''}`, {
+          'data-session': record.id,
+          'aria-current': String(mine),
+        });
+        item.append(el('span', record.id, { class: 'id' }));
         item.addEventListener('click', () => void showSession(record.id));
         return item;
       }),

@@ -27,6 +27,39 @@ export type SessionConfig = Omit<Schemas['SessionConfigDoc'], 'sdk' | 'type'>;
 /** `name/version`, the `X-Svc-SDK` header value. */
 export const SDK_HEADER_VALUE = `${SDK_NAME}/${SDK_VERSION}`;
 
+/**
+ * The structured extras svc sends beside `message` in an error (spec, "Optional structured
+ * extras, grouped by code"; `min_version` of `sdk_unsupported`). Extras a newer server adds are
+ * kept under their own names too.
+ */
+export interface SvcErrorDetails {
+  /** `concurrent_session_limit`: the workspace's limit of live sessions, and how many are live. */
+  limit?: number;
+  active?: number;
+  /** `free_minutes_exhausted`: the free voice grant and what was used of it, in whole minutes. */
+  granted_minutes?: number;
+  used_minutes?: number;
+  /** `insufficient_credits`: the balance, and where to top it up. */
+  balance_cents?: number;
+  top_up_path?: string;
+  /** `quota_exceeded`: the meter, its allowance and use, and when it resets (epoch seconds). */
+  meter?: string;
+  included?: number;
+  used?: number;
+  reset_at?: number;
+  /** `provider_not_entitled`: the provider refused, the plan's providers, and where to upgrade. */
+  provider?: string;
+  allowed_providers?: string[];
+  plan?: string;
+  upgrade_path?: string;
+  /** `sdk_unsupported`: the oldest version the server accepts. */
+  min_version?: string;
+  [extra: string]: unknown;
+}
+
+/** The envelope's own fields; everything else in it is an extra. */
+const ENVELOPE_FIELDS = new Set(['type', 'code', 'message', 'errors']);
+
 /** A non-2xx answer from svc, with the envelope's fields. */
 export class SvcApiError extends Error {
   constructor(
@@ -41,6 +74,8 @@ export class SvcApiError extends Error {
     readonly errors: ValidationIssue[] = [],
     /** The response's `x-request-id`, for support requests. */
     readonly requestId: string | null = null,
+    /** The code's structured extras (`limit`/`active`, `min_version`, …); empty when none came. */
+    readonly details: SvcErrorDetails = {},
   ) {
     super(message);
     this.name = 'SvcApiError';
@@ -151,6 +186,8 @@ export async function errorFrom(response: Response): Promise<SvcApiError> {
   }
   const envelope = (body as { error?: Record<string, unknown> } | null)?.error;
   if (envelope && typeof envelope === 'object') {
+    const details: SvcErrorDetails = {};
+    for (const [name, value] of Object.entries(envelope)) if (!ENVELOPE_FIELDS.has(name)) details[name] = value;
     return new SvcApiError(
       response.status,
       typeof envelope.type === 'string' ? envelope.type : 'api_error',
@@ -158,6 +195,7 @@ export async function errorFrom(response: Response): Promise<SvcApiError> {
       typeof envelope.message === 'string' ? envelope.message : `HTTP ${response.status}`,
       Array.isArray(envelope.errors) ? (envelope.errors as ValidationIssue[]) : [],
       requestId,
+      details,
     );
   }
   const detail = (body as { detail?: unknown } | null)?.detail;

@@ -17,6 +17,7 @@ export {
   type TimelineEvent,
   type MintedToken,
   type ValidationIssue,
+  type SvcErrorDetails,
 } from './api.js';
 export {
   VoiceSession,

@@ -369,7 +369,11 @@ export interface components {
              *     `svc.session-state` after each write.
              */
             state?: Record<string, unknown> | null;
-            /** @description Tool specs (at most 10,000). */
+            /**
+             * @description The agent's published tool specs (at most 10,000), checked with the start's rules. A
+             *     catalog start runs only the tools it sends itself (spec), so clients read these and pass
+             *     them on; they are never run otherwise.
+             */
             tools?: components["schemas"]["ToolDoc"][] | null;
             voice?: null | components["schemas"]["VoiceDoc"];
         };
@@ -413,7 +417,11 @@ export interface components {
         };
         /** @description `PATCH /agents/{name}` body: present fields replace stored ones; `config` replaces as a whole. */
         AgentUpdate: {
-            config?: null | components["schemas"]["AgentConfig"];
+            /**
+             * @description New configuration, replacing the stored one; absent keeps it. Not nullable: an agent
+             *     always has a configuration (send `{}` for the empty one).
+             */
+            config?: components["schemas"]["AgentConfig"];
             /** @description New description (at most 2000 chars); null clears it. */
             description?: string | null;
         };
@@ -451,7 +459,10 @@ export interface components {
             } | null;
             /** @description Handle, `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, ≤ 100 chars; an unknown handle is 404. */
             name: string;
-            /** @description The whole tool set (≤ 10,000), replacing the stored one. */
+            /**
+             * @description The session's whole tool set (≤ 10,000), used verbatim; empty or absent means no tools
+             *     (the stored agent's `tools` are not run).
+             */
             tools?: components["schemas"]["ToolDoc"][] | null;
             voice?: null | components["schemas"]["VoiceDoc"];
         };
@@ -529,14 +540,9 @@ export interface components {
             /** @description A prior session of the caller's project to resume (UUID; an unknown one is 404). */
             resume_session_id?: string | null;
         };
-        /** @description `say` (spoken `text` verbatim, or a `prompt` for the model; at least one) or `end_call` (an optional parting line). */
+        /** @description `say`: `text` spoken verbatim (it wins when both are given), else a line the model phrases from `prompt`, else one it phrases to check the user is still there; or `end_call`, with an optional parting line. */
         HookActionDoc: {
             prompt?: string | null;
-            text: string;
-            /** @enum {string} */
-            type: "say";
-        } | {
-            prompt: string;
             text?: string | null;
             /** @enum {string} */
             type: "say";
@@ -560,11 +566,16 @@ export interface components {
         };
         /** @description `POST /sessions/import` body (documented shape; the server parses it as a stream). */
         ImportSessionRequest: {
-            /** @description Mono WAV, base64; at most 200 MB decoded. */
+            /**
+             * @description A mono WAV (RIFF/WAVE, PCM or float, 8 to 32 bits), base64 in the standard alphabet,
+             *     padded or not; at most 200 MB decoded. The shortest WAV (a 44-byte header) is 59
+             *     characters. Bytes that are not a mono WAV are 400, which JSON Schema cannot state.
+             */
             audio_wav_base64?: string | null;
             /**
              * Format: double
-             * @description Epoch seconds.
+             * @description Epoch seconds; not before `started_at` (a rule across two fields, which JSON Schema cannot
+             *     state: 422 `value_error` at `["body","ended_at"]`).
              */
             ended_at?: number | null;
             /** @description Provider that served the call. */
@@ -576,10 +587,13 @@ export interface components {
             started_at: number;
             /** @description Title. */
             title?: string | null;
-            /** @description At most 100,000 turns. */
+            /** @description At most 100,000 turns (more is 400, as the spec fixes it). */
             transcript?: components["schemas"]["TranscriptTurn"][];
         };
-        /** @description Inline agent fields. */
+        /**
+         * @description Inline agent fields. The deprecated `model_options` is absent, as the spec publishes it
+         *     (Versioning 6); the server still accepts it from older clients and folds it into `model`.
+         */
         InlineAgentDoc: {
             audio?: null | components["schemas"]["AudioDoc"];
             /** @description What the agent says first (1 to 4000 chars). */
@@ -590,7 +604,6 @@ export interface components {
             instructions?: string | null;
             interruption_sensitivity?: null | components["schemas"]["InterruptionSensitivityDoc"];
             model?: null | components["schemas"]["ModelDoc"];
-            model_options?: null | components["schemas"]["ModelDoc"];
             /**
              * @description Initial session state (≤ 16 KiB of JSON); the model gets a `set_state` tool and clients see
              *     `svc.session-state` after each write.

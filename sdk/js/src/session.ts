@@ -204,7 +204,10 @@ export class VoiceSession {
       if (this.endRequested) throw new Error('closed while starting');
 
       this.transition({ kind: 'room-connecting' });
-      const room = new Room({ adaptiveStream: false, dynacast: false, disconnectOnPageLeave: true });
+      // Signalling v0 straight away: svc's room answers only v0, and livekit-client's v1 probe
+      // (the default) costs a round trip and logs its refusal, token and all, as a console error.
+      // A LiveKit server speaks v0 too.
+      const room = new Room({ adaptiveStream: false, dynacast: false, disconnectOnPageLeave: true, singlePeerConnection: false });
       this.room = room;
       this.wire(room);
       const joining = monotonic();
@@ -215,12 +218,13 @@ export class VoiceSession {
       for (const participant of room.remoteParticipants.values()) this.inspectParticipant(participant);
       if (micResult) {
         await room.localParticipant.publishTrack(micResult.track, { source: Track.Source.Microphone, dtx: false });
-        // The agent listens to whoever binds; the spec has the client bind after publishing.
-        await this.send({ type: 'bind-input' });
       }
       const readiness = await this.waitForReady(joining);
       if (readiness === null) throw new Error(this.endRequested ? 'closed while starting' : `no ready within ${this.readyTimeoutMs} ms`);
       const readyMs = monotonic() - joining;
+      // The client waits for readiness before its first send (spec, session start), and binds the
+      // agent's input after publishing its audio: so `bind-input` is the first message out.
+      if (micResult) await this.send({ type: 'bind-input' });
       this.connectTimings = {
         ...(micResult ? { mic_ms: Math.round(micResult.ms) } : {}),
         request_ms: Math.round(requestMs),
@@ -282,7 +286,8 @@ export class VoiceSession {
   }
 
   private inspectParticipant(participant: Participant): void {
-    if (!this.isAgent(participant)) return;
+    // After the end nothing the departing room reports changes the session any more.
+    if (!this.isAgent(participant) || this.state.kind === 'disconnected') return;
     this.agentIdentity ??= participant.identity;
     const readiness = this.latch.offerAttribute(participant.attributes['svc.ready']);
     if (readiness) this.onReadiness(readiness);
@@ -459,10 +464,15 @@ export class VoiceSession {
 
   // --- Sending -----------------------------------------------------------------------------------
 
-  /** Sends one protocol message (chunked when its JSON passes 12,000 bytes). */
+  /**
+   * Sends one protocol message (chunked when its JSON passes 12,000 bytes). Only once the agent
+   * is ready: the spec has the client wait for readiness before its first send, and the server
+   * may drop what comes earlier.
+   */
   async send(message: ClientMessage): Promise<void> {
     const room = this.room;
     if (!room || room.state !== ConnectionState.Connected) throw new Error(`cannot send ${message.type}: the session is ${this.state.kind}`);
+    if (this.latch.value === null) throw new Error(`cannot send ${message.type}: the agent is not ready yet`);
     for (const payload of encodeMessage(message)) {
       await room.localParticipant.publishData(payload as Uint8Array<ArrayBuffer>, { reliable: true, topic: DATA_TOPIC });
     }
@@ -521,13 +531,17 @@ export class VoiceSession {
 
   // --- Ending ------------------------------------------------------------------------------------
 
-  /** Ends the session: tells the server (`end`), waits for it to close the room, then leaves. */
+  /**
+   * Ends the session: tells the server (`end`), waits for it to close the room, then leaves.
+   * Before readiness nothing may be sent, so it just leaves (the server ends the session as
+   * `participant_left`).
+   */
   async end(): Promise<void> {
     if (this.state.kind === 'disconnected' || this.state.kind === 'idle') return;
     this.endRequested = 'client_ended';
     this.transition({ kind: 'ending' });
     const room = this.room;
-    if (room && room.state === ConnectionState.Connected) {
+    if (room && room.state === ConnectionState.Connected && this.latch.value !== null) {
       const closed = new Promise<void>((resolve) => room.once(RoomEvent.Disconnected, () => resolve()));
       try {
         await this.send({ type: 'end' });
@@ -574,6 +588,12 @@ export class VoiceSession {
   /** Releases everything once; the state latches at `disconnected`. */
   private async teardown(reason: DisconnectReason, detail?: string): Promise<void> {
     if (this.state.kind === 'disconnected') return;
+    // The agent goes with the room: it no longer listens, thinks or speaks (said first, so a
+    // listener of the end reads the agent's state as it now is).
+    if (this.agentStateValue !== 'idle') {
+      this.agentStateValue = 'idle';
+      this.emit({ type: 'sdk.agent-state', state: 'idle' });
+    }
     this.transition({ kind: 'ended', reason, ...(detail ? { detail } : {}) });
     for (const timer of this.timers.splice(0)) clearInterval(timer);
     for (const meter of this.meters.splice(0)) meter.close();

@@ -269,12 +269,42 @@ describe('SvcApi', () => {
     const api = new SvcApi({ baseUrl: 'http://h', credential: 'k', fetch: fakeFetch(429, envelope, []) });
     await assert.rejects(api.startSession({}), (error: SvcApiError) => {
       assert.deepEqual([error.status, error.type, error.code, error.message, error.requestId], [429, 'api_error', 'concurrent_session_limit', 'Too many live sessions', 'req-1']);
+      assert.deepEqual(error.details, {});
       return true;
     });
     const unauthorized = new SvcApi({ baseUrl: 'http://h', credential: 'k', fetch: fakeFetch(401, { detail: 'Invalid API key' }, []) });
     await assert.rejects(unauthorized.verify(), { status: 401, message: 'Invalid API key' });
     const offline = new SvcApi({ baseUrl: 'http://h', credential: 'k', fetch: (async () => { throw new TypeError('fetch failed'); }) as never });
     await assert.rejects(offline.verify(), { status: 0, type: 'network_error' });
+  });
+
+  it("keeps each code's structured extras, as svc sends them beside the message", async () => {
+    const rejections: [number, Record<string, unknown>][] = [
+      [429, { code: 'concurrent_session_limit', limit: 5, active: 5 }],
+      [402, { code: 'free_minutes_exhausted', granted_minutes: 60, used_minutes: 61 }],
+      [402, { code: 'insufficient_credits', balance_cents: 0, top_up_path: '/billing/credits' }],
+      [429, { code: 'quota_exceeded', meter: 'voice_minutes', included: 100, used: 100, reset_at: 1_767_225_600 }],
+      [403, { code: 'provider_not_entitled', provider: 'provider_b', allowed_providers: ['provider_a'], plan: 'free', upgrade_path: '/billing/plans' }],
+      [400, { code: 'sdk_unsupported', min_version: '1.4.0' }],
+    ];
+    for (const [status, fields] of rejections) {
+      const { code, ...extras } = fields;
+      const envelope = { error: { type: 'api_error', code, message: `refused: ${code}`, ...extras } };
+      const api = new SvcApi({ baseUrl: 'http://h', credential: 'k', fetch: fakeFetch(status, envelope, []) });
+      await assert.rejects(api.startSession({}), (error: SvcApiError) => {
+        assert.deepEqual([error.status, error.code, error.message], [status, code, `refused: ${code}`]);
+        assert.deepEqual(error.details, extras, `${code}'s extras`);
+        return true;
+      });
+    }
+    // A 422 keeps its issues apart from the extras; an extra a newer server adds is kept by name.
+    const invalid = { error: { type: 'validation_error', message: 'm', errors: [{ loc: ['body'], type: 'missing', msg: 'x' }], retry_after: 3 } };
+    const api = new SvcApi({ baseUrl: 'http://h', credential: 'k', fetch: fakeFetch(422, invalid, []) });
+    await assert.rejects(api.startSession({}), (error: SvcApiError) => {
+      assert.equal(error.errors.length, 1);
+      assert.deepEqual(error.details, { retry_after: 3 });
+      return true;
+    });
   });
 
   it('builds list queries', async () => {

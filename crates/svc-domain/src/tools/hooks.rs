@@ -67,7 +67,9 @@ pub enum HookTrigger {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HookAction {
-    /// Speak. At least one field is present; with both, `text` is spoken as written.
+    /// Speak: `text` as written (it wins when both are given), else a line the model phrases
+    /// from `prompt`, else one it phrases to check the user is still there (the spec makes both
+    /// fields optional).
     Say {
         /// Exact words to speak, 1 to 4096 characters.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,10 +206,6 @@ fn parse_action(value: &Value, loc: &Loc, issues: &mut Issues) -> Option<HookAct
             return None;
         }
         Some(Value::String(kind)) if kind == "say" => {
-            let present = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
-            if !present(fields.raw("text")) && !present(fields.raw("prompt")) {
-                issues.push(loc, "value_error", "A say action needs at least one of 'text' or 'prompt'");
-            }
             let text = fields.optional_string("text", HOOK_TEXT_MAX_CHARS, issues).map(str::to_owned);
             let prompt = fields.optional_string("prompt", HOOK_TEXT_MAX_CHARS, issues).map(str::to_owned);
             HookAction::Say { text, prompt }

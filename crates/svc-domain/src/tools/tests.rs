@@ -361,9 +361,16 @@ fn valid_hooks_parse_with_defaults_and_serialize_in_wire_spelling() {
                     "reset_mode": null})),
         hook(json!({"timeout_seconds": 1, "action": {"type": "end_call"}, "reset_mode": "never"})),
         hook(json!({"action": {"type": "say", "text": "a", "prompt": "b"}})),
+        // The spec makes both optional: the model then checks the user is still there.
+        hook(json!({"action": {"type": "say"}})),
+        hook(json!({"action": {"type": "say", "text": null, "prompt": null}})),
     ]));
     assert!(issues.is_empty(), "{issues:?}");
-    assert_eq!(hooks.len(), 5);
+    assert_eq!(hooks.len(), 7);
+    for bare in &hooks[5..] {
+        assert_eq!(bare.action, HookAction::Say { text: None, prompt: None });
+        assert_eq!(serde_json::to_value(&bare.action).expect("json"), json!({"type": "say"}));
+    }
     assert_eq!(hooks[0].reset_mode, ResetMode::Never);
     assert_eq!(hooks[0].effective_max_count(), HOOK_MAX_COUNT_DEFAULT);
     assert_eq!(hooks[1].effective_max_count(), 10);
@@ -392,8 +399,6 @@ fn every_hook_rule_is_an_issue_at_its_exact_loc() {
         (json!({"action": {"type": "transfer"}}), "union_tag_invalid", json!(["action", "type"])),
         (json!({"action": {"text": "hi"}}), "missing", json!(["action", "type"])),
         (json!({"action": "say"}), "object_type", json!(["action"])),
-        (json!({"action": {"type": "say"}}), "value_error", json!(["action"])),
-        (json!({"action": {"type": "say", "text": null}}), "value_error", json!(["action"])),
         (json!({"action": {"type": "say", "text": "t".repeat(4097)}}), "string_too_long", json!(["action", "text"])),
         (json!({"action": {"type": "say", "prompt": ""}}), "string_too_short", json!(["action", "prompt"])),
         (

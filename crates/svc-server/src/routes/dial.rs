@@ -69,9 +69,9 @@ pub(crate) async fn dial_session(
     if !settings.phone_calls_enabled {
         return Err(ApiError::code(ErrorCode::PhoneCallsDisabled, "Phone calls are disabled for this workspace"));
     }
-    if !app.dispatcher.phone_available() {
+    let Some(trunk_caller_number) = app.dispatcher.trunk_caller_number() else {
         return Err(no_trunk());
-    }
+    };
     if let Some(number) = &params.caller_number {
         let pool = app.store.caller_numbers(&workspace.id).await?;
         if !pool.iter().any(|entry| &entry.number == number && entry.active) {
@@ -101,13 +101,16 @@ pub(crate) async fn dial_session(
         }
     }
 
+    // The dial's row and its timeline keep the number actually presented, the trunk's default
+    // included, not what the request left out.
+    let caller_number = params.caller_number.unwrap_or(trunk_caller_number);
     let dial_id = uuid::Uuid::new_v4().to_string();
     let dial = NewDial {
         id: &dial_id,
         workspace_id: &workspace.id,
         session_id: &session_id,
         phone_number: &params.phone_number,
-        caller_number: params.caller_number.as_deref(),
+        caller_number: Some(&caller_number),
         created_us: now,
     };
     if !app.store.insert_dial(&dial).await? {
@@ -117,7 +120,7 @@ pub(crate) async fn dial_session(
         dial_id: dial_id.clone(),
         session_id: session_id.clone(),
         phone_number: params.phone_number,
-        caller_number: params.caller_number,
+        caller_number,
     };
     if let Err(refusal) = app.dispatcher.dial(request).await {
         // Never placed: the session keeps its one dial.

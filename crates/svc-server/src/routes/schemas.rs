@@ -1,6 +1,6 @@
 //! The parts of the OpenAPI document a derive cannot state: tool specs (a client tool's name
-//! rule and its restricted, recursive JSON Schema), silence hooks (a `say` action needs `text` or
-//! `prompt`), and provider blocks (each provider's knobs and their values). Built from the same
+//! rule and its restricted, recursive JSON Schema), silence hooks (an action discriminated on
+//! `type`), and provider blocks (each provider's knobs and their values). Built from the same
 //! constants and enums the parsers in `svc_domain` check with, so the document cannot drift from
 //! the rules; `svc_wire`'s `ToolDoc`, `HookDoc` and `ModelBlockDoc` are placeholders this fills.
 
@@ -175,16 +175,14 @@ fn hook_doc() -> Value {
 }
 
 fn hook_action_doc() -> Value {
-    let said = || text(1, tools::HOOK_TEXT_MAX_CHARS, "");
-    let optional_text = || nullable(said());
+    let optional_text = || nullable(text(1, tools::HOOK_TEXT_MAX_CHARS, ""));
     json!({
-        "description": "`say` (spoken `text` verbatim, or a `prompt` for the model; at least one) or \
-            `end_call` (an optional parting line).",
-        "anyOf": [
-            {"type": "object", "additionalProperties": false, "required": ["type", "text"],
-             "properties": {"type": {"type": "string", "enum": ["say"]}, "text": said(), "prompt": optional_text()}},
-            {"type": "object", "additionalProperties": false, "required": ["type", "prompt"],
-             "properties": {"type": {"type": "string", "enum": ["say"]}, "text": optional_text(), "prompt": said()}},
+        "description": "`say`: `text` spoken verbatim (it wins when both are given), else a line the \
+            model phrases from `prompt`, else one it phrases to check the user is still there; or \
+            `end_call`, with an optional parting line.",
+        "oneOf": [
+            {"type": "object", "additionalProperties": false, "required": ["type"],
+             "properties": {"type": {"type": "string", "enum": ["say"]}, "text": optional_text(), "prompt": optional_text()}},
             {"type": "object", "additionalProperties": false, "required": ["type"],
              "properties": {"type": {"type": "string", "enum": ["end_call"]}, "farewell": optional_text()}},
         ],

@@ -287,12 +287,15 @@ fn check_sdk_floor(app: &App, sdk: &Sdk) -> ApiResult<()> {
     })
 }
 
-/// The upgrade command of a known SDK, or generic advice.
+/// The npm package of the TypeScript SDK (`sdk/js`), which is also the `sdk.name` it stamps.
+const JS_SDK_PACKAGE: &str = "svc-js";
+
+/// The upgrade command of the SDK this repository ships, else advice that names the client: svc
+/// publishes no other package, so it names none (a command for a package that does not exist
+/// sends people nowhere).
 fn upgrade_command(sdk: &str, minimum: &str) -> String {
     match sdk {
-        "svc-js" | "@svc/client" => "npm install @svc/client@latest".to_owned(),
-        "svc-python" => "pip install --upgrade svc-client".to_owned(),
-        "svc-rust" | "svc-sdk" => "cargo update -p svc-sdk".to_owned(),
+        JS_SDK_PACKAGE => format!("npm install {JS_SDK_PACKAGE}@{minimum}"),
         other => format!("upgrade {other} to {minimum} or later"),
     }
 }

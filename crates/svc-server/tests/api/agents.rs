@@ -41,6 +41,10 @@ async fn agents_crud_with_roles(t: TestApp) {
     assert_eq!(patched["description"], json!(null));
     assert_eq!(patched["config"], json!({"instructions": "New."}));
     assert!(patched["updated_at"].as_f64() >= patched["created_at"].as_f64());
+    // `config` is not nullable (the schema says so): an agent always has one.
+    let error =
+        t.send_json("PATCH", "/agents/front-desk", Some(&editor), json!({"config": null})).await.expect_error(422);
+    assert_eq!(error["errors"][0]["loc"], json!(["body", "config"]), "{error}");
     t.send_json("PATCH", "/agents/front-desk", Some(&viewer), json!({})).await.expect_error(403);
     t.send_json("PATCH", "/agents/missing", Some(&editor), json!({})).await.expect_error(404);
     t.delete("/agents/front-desk", Some(&viewer)).await.expect_error(403);

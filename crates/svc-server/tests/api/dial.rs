@@ -22,6 +22,8 @@ const ACTIVE_CALLER: &str = "+15550100000";
 const INACTIVE_CALLER: &str = "+15550100001";
 const BLOCKED: &str = "+14155550199";
 const CALLEE: &str = "+14155550123";
+/// The trunk's default caller id (`--sip-caller-number`).
+const TRUNK_CALLER: &str = "+15550100999";
 
 /// Stands in for the runtime: has a trunk, records the dials handed to it, or refuses them.
 #[derive(Debug, Default)]
@@ -35,8 +37,8 @@ impl SessionDispatcher for Phone {
         Box::pin(async { Ok(()) })
     }
 
-    fn phone_available(&self) -> bool {
-        true
+    fn trunk_caller_number(&self) -> Option<String> {
+        Some(TRUNK_CALLER.to_owned())
     }
 
     fn dial(&self, dial: PhoneDial) -> PhoneFuture<'_> {
@@ -179,10 +181,12 @@ async fn a_dial_is_placed_once_per_session_and_counts_against_the_minute_limit(w
                 dial_id: dial_id.clone(),
                 session_id: "live-1".into(),
                 phone_number: CALLEE.into(),
-                caller_number: Some(ACTIVE_CALLER.into()),
+                caller_number: ACTIVE_CALLER.into(),
             }]
         );
     }
+    let stored = w.t.app.store.dial_of_session("live-1").await.expect("read").expect("the dial");
+    assert_eq!(stored.caller_number.as_deref(), Some(ACTIVE_CALLER));
     assert_eq!(code(&w.dial("live-1", Some(&w.key), body.clone()).await.expect_error(409)), "session_already_dialed");
 
     // Ten minutes of calls this month use the workspace's limit up.
@@ -204,6 +208,10 @@ async fn a_dial_the_runtime_cannot_place_leaves_the_session_free_to_dial(w: Worl
     assert!(error["code"].is_null(), "{error}");
     assert!(w.t.app.store.dial_of_session("live-1").await.expect("read").is_none(), "an unplaced dial is forgotten");
     w.dial("live-1", Some(&w.key), body).await.expect(202);
+    // No caller id asked for: the trunk's default is what the callee sees, and what is kept.
+    let stored = w.t.app.store.dial_of_session("live-1").await.expect("read").expect("the dial");
+    assert_eq!(stored.caller_number.as_deref(), Some(TRUNK_CALLER));
+    assert_eq!(w.phone.dials.lock().expect("lock")[0].caller_number, TRUNK_CALLER);
 }
 
 async fn a_do_not_call_list_that_cannot_be_read_is_not_consent(w: World) {

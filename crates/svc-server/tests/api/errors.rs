@@ -142,3 +142,32 @@ fn openapi_document_matches_the_snapshot() {
         assert!(paths.contains_key(path), "{path} is documented");
     }
 }
+
+/// What the published schema says about the request bodies is what the server enforces, so a
+/// client generated from it (or a contract fuzzer) meets no refusal the document does not state.
+#[test]
+fn the_published_schema_states_the_servers_rules() {
+    let document = serde_json::to_value(svc_server::routes::openapi()).expect("document");
+    let schemas = &document["components"]["schemas"];
+    // `model_options` is deprecated and absent from the published schema (spec, Versioning 6);
+    // the server still accepts it (tests/api/start.rs).
+    let inline_agent = schemas["InlineAgentDoc"]["properties"].as_object().expect("properties");
+    assert!(inline_agent.contains_key("model") && !inline_agent.contains_key("model_options"));
+    assert!(!document.to_string().contains("\"model_options\":"), "no schema has the property");
+    // An agent always has a configuration: PATCH may leave it out, never null it.
+    assert_eq!(
+        schemas["AgentUpdate"]["properties"]["config"],
+        json!({"$ref": "#/components/schemas/AgentConfig", "description": schemas["AgentUpdate"]["properties"]["config"]["description"]})
+    );
+    // Import: the shortest WAV in unpadded base64, the standard alphabet, at most 100,000 turns;
+    // the rules across fields are in the descriptions.
+    let import = &schemas["ImportSessionRequest"]["properties"];
+    assert_eq!(import["audio_wav_base64"]["minLength"], 59);
+    assert_eq!(import["audio_wav_base64"]["pattern"], "^[A-Za-z0-9+/]*={0,2}$");
+    assert_eq!(import["transcript"]["maxItems"], 100_000);
+    assert!(import["ended_at"]["description"].as_str().unwrap_or("").contains("not before `started_at`"));
+    // A `say` hook action needs only its type (spec: `{type: say, text?, prompt?}`).
+    let actions = schemas["HookActionDoc"]["oneOf"].as_array().expect("actions");
+    let say = actions.iter().find(|a| a["properties"]["type"]["enum"] == json!(["say"])).expect("say");
+    assert_eq!(say["required"], json!(["type"]));
+}

@@ -11,7 +11,8 @@ use crate::common::TestApp;
 crate::on_both_backends!(
     imports_round_trip_transcript_and_audio,
     import_requires_capability_and_role,
-    import_rejections
+    import_rejections,
+    the_published_bounds_are_the_servers
 );
 
 /// A mono 16-bit PCM WAV of `samples` samples at 16 kHz.
@@ -139,4 +140,31 @@ async fn import_rejections(t: TestApp) {
     let ws = t.app.store.workspace_by_slug("acme").await.expect("workspace");
     let key = t.api_key(&ws, &[Scope::RealtimeRead]).await;
     assert_eq!(t.get("/sessions", Some(&key)).await.expect(200), json!([]), "no rejected import left a session");
+}
+
+/// The edges of what `docs/openapi.json` publishes for an import body (`minLength` of the audio,
+/// the `ended_at` rule in its description), answered as published.
+async fn the_published_bounds_are_the_servers(t: TestApp) {
+    let token = importer(&t).await;
+    let document = serde_json::to_value(svc_server::routes::openapi()).expect("document");
+    let audio_schema = &document["components"]["schemas"]["ImportSessionRequest"]["properties"]["audio_wav_base64"];
+    // The shortest WAV, a 44-byte header without samples, unpadded: exactly the schema's minimum.
+    let shortest = base64::engine::general_purpose::STANDARD_NO_PAD.encode(wav(1, 0));
+    assert_eq!(json!(shortest.len()), audio_schema["minLength"]);
+    t.post("/sessions/import", Some(&token), json!({"started_at": 1.0, "audio_wav_base64": shortest}))
+        .await
+        .expect(201);
+    // Shorter is no WAV: the empty string included.
+    for short in ["", &shortest[..58]] {
+        t.post("/sessions/import", Some(&token), json!({"started_at": 1.0, "audio_wav_base64": short}))
+            .await
+            .expect_error(400);
+    }
+    // The rule across fields: the end of a call is not before its start.
+    let error = t
+        .post("/sessions/import", Some(&token), json!({"started_at": 100.0, "ended_at": 99.5}))
+        .await
+        .expect_error(422);
+    assert_eq!(error["errors"][0]["loc"], json!(["body", "ended_at"]), "{error}");
+    t.post("/sessions/import", Some(&token), json!({"started_at": 100.0, "ended_at": 100.0})).await.expect(201);
 }

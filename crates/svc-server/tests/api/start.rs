@@ -478,6 +478,16 @@ async fn workspace_gates_answer_with_their_extras(t: (TestApp, Arc<Recorder>)) {
     let (t, _) = t;
     let ws = t.workspace("acme").await;
     let key = t.api_key(&ws, &[Scope::RealtimeStart]).await;
+    // Below the SDK floor: the minimum as an extra, and an upgrade command for the package sdk/js
+    // really publishes (read from its package.json, so the two cannot drift apart).
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/js/package.json");
+    let package: Value = serde_json::from_slice(&std::fs::read(manifest).expect("package.json")).expect("json");
+    let package = package["name"].as_str().expect("name");
+    let old_sdk = json!({"sdk": {"name": package, "version": "1.3.9"}});
+    let error = t.post("/realtime/session/start", Some(&key), old_sdk).await.expect_error(400);
+    assert_eq!((error["code"].clone(), error["min_version"].clone()), (json!("sdk_unsupported"), json!("1.4.0")));
+    let message = error["message"].as_str().expect("message");
+    assert!(message.ends_with(&format!("Upgrade with: npm install {package}@1.4.0")), "{message}");
     let body = inline(json!({}));
     let set = |change: fn(&mut svc_domain::WorkspaceSettings)| {
         let (store, id) = (t.app.store.clone(), ws.id.clone());
@@ -648,13 +658,19 @@ async fn session_params_resolve_to_effective_values(t: (TestApp, Arc<Recorder>))
     assert_eq!(sessions[2].session.agent.state.as_ref().map(|s| s["stage"].clone()), Some(json!("intro")));
     assert_eq!(sessions[3].session.agent.state, None);
     assert_eq!(sessions[3].session.warnings, vec!["state_tool_shadowed".to_owned()]);
+    // A `say` hook may carry neither `text` nor `prompt` (spec: both optional).
+    let bare_say = json!([{"trigger": "user.speech.timeout", "timeout_seconds": 20, "action": {"type": "say"}}]);
+    t.post("/realtime/session/start", Some(&key), inline(json!({"hooks": bare_say}))).await.expect(200);
+    let sessions = recorder.sessions.lock().expect("lock").clone();
+    let hook = serde_json::to_value(&sessions[4].session.agent.hooks[0]).expect("json");
+    assert_eq!(hook["action"], json!({"type": "say"}));
     // Null is absent, for `type` as for every optional field; whole floats are integers.
     let mut body = inline(json!({}));
     body["type"] = Value::Null;
     body["session"] = json!({"max_session_seconds": 600.0});
     t.post("/realtime/session/start", Some(&key), body).await.expect(200);
     let sessions = recorder.sessions.lock().expect("lock").clone();
-    assert_eq!(sessions[4].session.max_session_seconds, Some(600));
+    assert_eq!(sessions[5].session.max_session_seconds, Some(600));
 }
 
 async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Recorder>)) {
@@ -667,12 +683,15 @@ async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Re
     t.post("/realtime/session/start", Some(&key), body.clone()).await.expect(200);
     let own = AgentConfig {
         instructions: Some("Our own receptionist for {{business_name}}.".into()),
+        tools: Some(vec![json!({"kind": "end_call"})]),
         ..AgentConfig::default()
     };
     t.app.store.create_agent(&ws.id, "svc-receptionist", None, &own, 1).await.expect("agent");
     t.post("/realtime/session/start", Some(&key), body).await.expect(200);
-    let tools_override = start_body(json!({"type": "catalog", "name": "svc-receptionist", "tools": []}));
-    t.post("/realtime/session/start", Some(&key), tools_override).await.expect(200);
+    let sent_tools =
+        json!([{"kind": "end_call"}, {"kind": "client", "name": "take_message", "description": "Notes it."}]);
+    let with_tools = start_body(json!({"type": "catalog", "name": "svc-receptionist", "tools": sent_tools}));
+    t.post("/realtime/session/start", Some(&key), with_tools).await.expect(200);
     let sessions = recorder.sessions.lock().expect("lock").clone();
     let builtin = &sessions[0].session;
     assert!(builtin.agent.instructions.contains("receptionist of Rosa's Bakery"), "inputs are substituted");
@@ -681,15 +700,18 @@ async fn catalog_agents_resolve_workspace_first_then_builtin(t: (TestApp, Arc<Re
         Some("Hello, you've reached Rosa's Bakery. How can I help you today?")
     );
     assert_eq!(builtin.agent.voice.name.as_deref(), Some("Kore"));
-    assert_eq!(builtin.ready_agent(), json!({"name": "svc-receptionist", "tools": ["end_call"]}));
+    // A catalog start runs exactly the tools it carries: absent means none (spec), whatever the
+    // stored agent lists.
+    assert_eq!(builtin.ready_agent(), json!({"name": "svc-receptionist", "tools": []}));
     assert_eq!(
         sessions[1].session.agent.instructions, "Our own receptionist for Rosa's Bakery.",
         "the workspace agent wins"
     );
+    assert_eq!(sessions[1].session.ready_agent(), json!({"name": "svc-receptionist", "tools": []}));
     assert_eq!(
         sessions[2].session.ready_agent(),
-        json!({"name": "svc-receptionist", "tools": []}),
-        "catalog tools replace verbatim"
+        json!({"name": "svc-receptionist", "tools": ["take_message", "end_call"]}),
+        "the start's tools, verbatim"
     );
     // Another workspace's agent is unknown here.
     let other = t.workspace("beta").await;

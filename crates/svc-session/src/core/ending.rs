@@ -3,6 +3,12 @@
 // The parent's types and imports: this file only adds methods by concern.
 use super::*;
 
+/// What a `say` hook with neither `text` nor `prompt` asks of the model: the check-in that
+/// Pipecat's and LiveKit's "user idle" examples make, phrased by the model in the conversation's
+/// language and tone.
+pub(super) const CHECK_IN_PROMPT: &str =
+    "Check in briefly: ask whether they are still there, in one short sentence, in the language of the conversation.";
+
 impl SessionCore {
     pub(super) fn fire_hook(&mut self, now: Instant, firing: Firing) {
         let action = serde_json::to_value(&firing.hook.action).unwrap_or(Value::Null);
@@ -25,7 +31,7 @@ impl SessionCore {
         match firing.hook.action {
             HookAction::Say { text: Some(text), .. } => self.provider(ProviderInput::Greeting(text)),
             HookAction::Say { text: None, prompt } => {
-                let prompt = prompt.unwrap_or_default();
+                let prompt = prompt.unwrap_or_else(|| CHECK_IN_PROMPT.to_owned());
                 self.provider(ProviderInput::Note {
                     text: format!("The user has been silent for {silence_s:.0} seconds. {prompt}"),
                     respond: true,

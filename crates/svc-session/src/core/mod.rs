@@ -716,8 +716,9 @@ impl SessionCore {
         self.finish(now, reason, EndStatus::Completed);
     }
 
-    /// A phone dial-out was placed into this session's room (the call rings).
-    pub fn handle_dial_placed(&mut self, now: Instant, dial_id: &str, phone_number: &str, caller_number: Option<&str>) {
+    /// A phone dial-out was placed into this session's room (the call rings), presenting
+    /// `caller_number`.
+    pub fn handle_dial_placed(&mut self, now: Instant, dial_id: &str, phone_number: &str, caller_number: &str) {
         if self.phase == Phase::Finished {
             return;
         }
@@ -733,9 +734,9 @@ impl SessionCore {
     /// a timeline entry. The phone's participant joins and leaves the room like any user, so
     /// input binding and the session's end follow the usual rules.
     ///
-    /// After the session's end the update still reaches the timeline (the call usually ends
-    /// with the session: the phone's hangup is what ended it, or the closing room hangs it up),
-    /// but no client hears it any more.
+    /// After the session's end the update is still said and kept: the call ends with the
+    /// session (the phone's hangup is what ended it, or the actor hangs it up), and the actor
+    /// waits for its last word before it closes the room, so the clients hear how it ended.
     pub fn handle_dial_update(&mut self, now: Instant, update: DialUpdate) {
         let Some((_, over)) = self.dial.as_mut().filter(|(dial_id, _)| *dial_id == update.dial_id) else {
             return;
@@ -765,9 +766,7 @@ impl SessionCore {
             fields.remove("type");
         }
         self.timeline(now, kind, data);
-        if self.phase != Phase::Finished {
-            self.emit(event, None);
-        }
+        self.emit(event, None);
     }
 
     /// Whether a dial-out was placed and its outcome is not known yet.

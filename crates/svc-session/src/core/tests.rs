@@ -443,6 +443,23 @@ fn silence_hooks_say_then_end_the_call() {
 }
 
 #[test]
+fn a_bare_say_hook_has_the_model_check_in() {
+    let hooks = json!([{"trigger": "user.speech.timeout", "timeout_seconds": 4, "action": {"type": "say"}}]);
+    let mut h = Harness::live(openai(json!({"hooks": hooks})));
+    h.advance(4 * Duration::from_secs(1) - PRIMED);
+    let fired = h.take_events();
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0]["action"], json!({"type": "say"}));
+    assert_eq!(
+        h.take_inputs(),
+        vec![ProviderInput::Note {
+            text: format!("The user has been silent for 4 seconds. {}", super::ending::CHECK_IN_PROMPT),
+            respond: true,
+        }]
+    );
+}
+
+#[test]
 fn user_speech_keeps_hooks_quiet() {
     let hooks = json!([{"trigger": "user.speech.timeout", "timeout_seconds": 3, "action": {"type": "end_call"}}]);
     let mut h = Harness::live(openai(json!({"hooks": hooks})));
@@ -798,7 +815,7 @@ fn a_dial_out_reports_its_progress_to_the_clients_and_the_timeline() {
     let mut h = Harness::live(openai(json!({})));
     h.take_events();
     let now = h.now;
-    h.core.handle_dial_placed(now, "dial-1", "+14155550123", None);
+    h.core.handle_dial_placed(now, "dial-1", "+14155550123", "+15550100000");
     let update = |status, reason: Option<&str>| DialUpdate {
         dial_id: "dial-1".into(),
         status,
@@ -834,20 +851,17 @@ fn a_dial_out_reports_its_progress_to_the_clients_and_the_timeline() {
     let kinds: Vec<&str> = h.timeline_kinds().into_iter().filter(|kind| kind.starts_with("dial.")).collect();
     assert_eq!(kinds, ["dial.placed", "dial.ringing", "dial.answered", "dial.dtmf", "dial.ended"]);
 
-    // After the session's end nothing more is said.
-    h.core.handle_end_request(now, "end_call");
-    h.collect();
-    h.take_events();
+    // After the dial's outcome nothing more is said of it.
     h.core.handle_dial_update(now, update(DialStatus::Failed, Some("busy")));
     h.collect();
     assert!(h.take_events().is_empty());
 }
 
 #[test]
-fn a_dial_that_ends_after_its_session_still_reaches_the_timeline() {
+fn a_dial_that_ends_after_its_session_still_reaches_the_clients_and_the_timeline() {
     let mut h = Harness::live(openai(json!({})));
     let now = h.now;
-    h.core.handle_dial_placed(now, "dial-1", "+14155550123", Some("+15550100000"));
+    h.core.handle_dial_placed(now, "dial-1", "+14155550123", "+15550100000");
     assert!(h.core.dial_in_progress());
     h.core.handle_end_request(now, "participant_left");
     h.collect();
@@ -867,6 +881,11 @@ fn a_dial_that_ends_after_its_session_still_reaches_the_timeline() {
     h.core.handle_dial_update(now, ended);
     h.collect();
     assert!(!h.core.dial_in_progress());
-    assert!(h.take_events().is_empty(), "nobody is listening any more");
+    // The actor hangs the call up before it closes the room, so the clients still hear it.
+    assert_eq!(
+        h.take_events(),
+        [json!({"type": "dial-progress", "dial_id": "dial-1", "status": "ended", "reason": "hangup",
+            "ended_by": "phone", "duration_seconds": 3.0})]
+    );
     assert_eq!(h.timeline_kinds().last(), Some(&"dial.ended"));
 }

@@ -5,11 +5,14 @@
 //   node drive.mjs --scenario playground --url http://127.0.0.1:PORT/ --mic speech.wav --out r.json
 //                  [--screenshot shot.png]
 //   node drive.mjs --scenario sdk --base-url http://127.0.0.1:PORT --api-key KEY --mic speech.wav --out r.json
+//   node drive.mjs --scenario sdk-unready --base-url … --api-key KEY --mic speech.wav --out r.json
 //
 // `playground` uses the page at --url as a person would (the development credential it signs in
 // with, the agent form, Talk, the transcript, a typed turn, End, history). `sdk` serves
 // sdk-scenario.ts (bundled here with esbuild) from another origin, so the SDK's REST calls cross
-// origins as they do in a customer's web app, and runs it. Writes --out and exits 0 iff the
+// origins as they do in a customer's web app, and runs it; `sdk-unready` runs the SDK with a
+// microphone against an agent that never gets ready. Every console error of the page is reported
+// (`console_errors`): a page that works logs none. Writes --out and exits 0 iff the
 // scenario finished; the Rust test decides whether what it saw is right.
 import fs from 'node:fs';
 import http from 'node:http';
@@ -34,7 +37,7 @@ const { values: args } = parseArgs({
   },
 });
 const say = (message) => console.error(`${new Date().toISOString().slice(11, 23)} drive ${message}`);
-const result = { ok: false, steps: [], observations: {} };
+const result = { ok: false, steps: [], observations: { console_errors: [] } };
 const step = (name) => {
   say(name);
   result.steps.push(name);
@@ -83,6 +86,7 @@ async function snapshot() {
         }));
       return {
         state: text('state'),
+        state_failed: document.getElementById('state')?.dataset.failed ?? null,
         transport: text('transport'),
         agent: text('agent-state'),
         banner: document.getElementById('banner')?.hidden ? '' : text('banner'),
@@ -90,6 +94,8 @@ async function snapshot() {
         figures: Object.fromEntries(['session', 'connect', 'server', 'turns', 'ping', 'usage'].map((f) => [f, text(`fig-${f}`)])),
         log: [...document.querySelectorAll('#log li')].map((li) => li.textContent),
         history: [...document.querySelectorAll('#history li')].map((li) => li.getAttribute('data-session')),
+        history_text: [...document.querySelectorAll('#history li')].map((li) => li.textContent),
+        history_current: [...document.querySelectorAll('#history li')].map((li) => li.getAttribute('aria-current')),
         detail_transcript: turns('detail-transcript'),
         detail_usage: text('detail-usage'),
         detail_recording: !document.getElementById('detail-recording')?.hidden,
@@ -120,8 +126,14 @@ async function launch() {
     ],
   });
   page = context.pages()[0] ?? (await context.newPage());
-  page.on('console', (message) => say(`page ${message.type()}: ${message.text()}`));
-  page.on('pageerror', (error) => say(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    say(`page ${message.type()}: ${message.text()}`);
+    if (message.type() === 'error') result.observations.console_errors.push(message.text());
+  });
+  page.on('pageerror', (error) => {
+    say(`page error: ${error.message}`);
+    result.observations.console_errors.push(error.message);
+  });
 }
 
 async function playground() {
@@ -170,6 +182,10 @@ async function playground() {
   await page.waitForFunction(() => document.getElementById('state').dataset.kind === 'disconnected', null, { timeout: 15_000 });
   step('final usage');
   await page.waitForFunction(() => /recorded|unavailable/.test(document.getElementById('fig-usage').textContent), null, { timeout: 20_000 });
+  result.observations.after_end = await page.evaluate(() => ({
+    agent: document.getElementById('agent-state').textContent,
+    history: [...document.querySelectorAll('#history li')].map((li) => li.textContent),
+  }));
   step('browse history');
   await page.waitForSelector('#history li[data-session]', { timeout: 10_000 });
   await page.click('#history li[data-session]');
@@ -178,7 +194,7 @@ async function playground() {
   await snapshot();
 }
 
-async function sdk() {
+async function sdk(entry = 'runScenario') {
   step('bundle the SDK scenario');
   const bundle = await esbuild.build({
     entryPoints: [path.join(here, 'sdk-scenario.ts')],
@@ -199,15 +215,16 @@ async function sdk() {
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   step('run it');
   await page.goto(`http://127.0.0.1:${server.address().port}/`);
-  await page.waitForFunction(() => typeof window.runScenario === 'function');
-  result.observations.sdk = await page.evaluate(([baseUrl, apiKey]) => window.runScenario(baseUrl, apiKey), [args['base-url'], args['api-key']]);
+  await page.waitForFunction((entry) => typeof window[entry] === 'function', entry);
+  result.observations.sdk = await page.evaluate(([entry, baseUrl, apiKey]) => window[entry](baseUrl, apiKey), [entry, args['base-url'], args['api-key']]);
 }
 
 try {
   await launch();
   if (args.scenario === 'playground') await playground();
   else if (args.scenario === 'sdk') await sdk();
-  else throw new Error('--scenario must be playground or sdk');
+  else if (args.scenario === 'sdk-unready') await sdk('runUnreadyScenario');
+  else throw new Error('--scenario must be playground, sdk or sdk-unready');
   result.ok = true;
 } catch (error) {
   result.failure = `${result.steps.at(-1)}: ${error.message}`;

@@ -6,6 +6,7 @@ import { VoiceSession, type SessionEvent } from '../../src/index.js';
 declare global {
   interface Window {
     runScenario(baseUrl: string, apiKey: string): Promise<unknown>;
+    runUnreadyScenario(baseUrl: string, apiKey: string): Promise<unknown>;
   }
 }
 
@@ -105,5 +106,30 @@ window.runScenario = async (baseUrl: string, apiKey: string) => {
   observations.streamed = streamed;
   observations.emitted = seen.length;
   observations.dropped = session.droppedEvents;
+  return observations;
+};
+
+// With a microphone, against an agent whose provider never gets ready: the SDK publishes its
+// microphone, sends nothing (not even `bind-input`: the spec has the client wait for readiness
+// before its first send), and gives up after its ready timeout.
+window.runUnreadyScenario = async (baseUrl: string, apiKey: string) => {
+  const seen: SessionEvent[] = [];
+  const session = new VoiceSession({ baseUrl, credential: apiKey, readyTimeoutMs: 4_000 });
+  session.on('*', (event) => seen.push(event));
+  const observations: Record<string, unknown> = {};
+  session.on('sdk.state', (event) => {
+    // The moment the room is joined and the microphone about to be published.
+    if (event.state.transport === 'connected') observations.microphone_opened = session.microphoneTrack !== null;
+  });
+  try {
+    await session.start({ agent: { type: 'inline', model: 'provider_b' } } as never);
+    observations.started = true;
+  } catch (error) {
+    observations.error = (error as Error).message;
+  }
+  observations.session_id = session.sessionId;
+  observations.final_state = session.state;
+  observations.sent_types = seen.filter((e) => e.type === 'sdk.sent').map((e) => (e as { message: { type: string } }).message.type);
+  observations.types = seen.map((e) => e.type);
   return observations;
 };

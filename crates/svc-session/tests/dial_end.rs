@@ -1,0 +1,217 @@
+//! A phone call and the session it joined, in one process: the runtime over the embedded room,
+//! svc-phone over a scripted trunk on loopback (svc-sip's test `peer` builds its answers) and
+//! svc-testkit's fake provider. When the session ends while the call is up, the phone is hung up
+//! first and the clients still in the room hear `dial-progress` say so before the room closes;
+//! the timeline keeps the caller id the callee actually saw.
+
+#[path = "../../svc-sip/tests/peer/mod.rs"]
+mod peer;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use peer::{contact_header, response};
+use rsip::{Method, SipMessage};
+use serde_json::{Value, json};
+use svc_domain::model::ModelCatalog;
+use svc_domain::session_config::parse_start;
+use svc_domain::settings::RecordingConsents;
+use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
+use svc_domain::tools::{ServerTool, ServerToolAvailability};
+use svc_phone::{PhoneConfig, PhoneService};
+use svc_room::{LocalJoinOptions, ParticipantKind, RoomCredentials, RoomEvent, RoomServer, RoomServerConfig};
+use svc_session::{DialRequest, Runtime, RuntimeConfig, SessionRequest};
+use svc_store::testing::TestDatabase;
+use svc_store::{Backend, NewSession};
+use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor};
+use tokio::net::UdpSocket;
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(10);
+const ROOM: &str = "room-dial-end";
+const SESSION: &str = "5f0c1b7e-6d43-4c5e-9a55-0d6f2b9c1e01";
+/// `--sip-caller-number`: what a dial that names no caller id presents.
+const TRUNK_CALLER: &str = "+15550100";
+
+async fn receive_request(trunk: &UdpSocket, method: Method) -> (SipMessage, SocketAddr) {
+    let mut buffer = vec![0u8; 65_536];
+    loop {
+        let (len, from) = timeout(WAIT, trunk.recv_from(&mut buffer)).await.expect("a datagram in time").expect("recv");
+        let message = SipMessage::try_from(&buffer[..len]).expect("parses");
+        if matches!(&message, SipMessage::Request(r) if r.method == method) {
+            return (message, from);
+        }
+    }
+}
+
+/// Answers the INVITE with a phone on loopback (PCMU); returns the phone's RTP socket.
+async fn answer(trunk: &UdpSocket) -> UdpSocket {
+    let (invite, ua) = receive_request(trunk, Method::Invite).await;
+    let phone = UdpSocket::bind("127.0.0.1:0").await.expect("phone RTP");
+    let port = phone.local_addr().expect("addr").port();
+    let sdp = format!(
+        "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+         m=audio {port} RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=ptime:20\r\na=sendrecv\r\n"
+    );
+    let ok = response(&invite, 200, Some("phone"), vec![contact_header("phone")], Some(&sdp));
+    trunk.send_to(&ok, ua).await.expect("send 200");
+    receive_request(trunk, Method::Ack).await;
+    phone
+}
+
+fn session_config() -> Arc<svc_domain::start::ResolvedSession> {
+    let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let request = parse_start(&body, None).expect("valid start");
+    let tools = ServerToolAvailability::new([ServerTool::EndCall]);
+    let context = StartContext {
+        catalog: ModelCatalog::embedded(),
+        server_tools: &tools,
+        caller_has_resources_read: false,
+        consents: RecordingConsents { audio: false, transcript: true, video: false },
+        avatar_enabled: false,
+        server_max_session_seconds: None,
+    };
+    Arc::new(resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves"))
+}
+
+/// The `dial-progress` and `session-ended` messages `user` hears until it is out of the room.
+async fn heard_until_the_room_closes(user: &mut svc_room::LocalParticipant) -> Vec<Value> {
+    let mut heard = Vec::new();
+    loop {
+        match timeout(WAIT, user.next_event()).await.expect("the room closes in time") {
+            Some(RoomEvent::Data(data)) => {
+                let message: Value = serde_json::from_slice(&data.payload).unwrap_or(Value::Null);
+                if matches!(message["type"].as_str(), Some("dial-progress" | "session-ended")) {
+                    heard.push(message);
+                }
+            }
+            Some(RoomEvent::Disconnected { .. }) | None => return heard,
+            Some(_) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_closes() {
+    let database = TestDatabase::new(Backend::Sqlite).await;
+    let store = database.store.clone();
+    let now_us = 1_800_000_000_000_000;
+    let workspace = store.create_workspace("acme", "Acme", "localhost", now_us).await.expect("workspace");
+    let project = store.default_project(&workspace.id).await.expect("project");
+    let new_session = NewSession {
+        id: SESSION,
+        workspace_id: &workspace.id,
+        project_id: &project.id,
+        source: "live",
+        status: "active",
+        usage_status: "pending",
+        started_us: now_us,
+        ended_us: None,
+        provider: Some("provider_b"),
+        model: None,
+        title: None,
+        room_name: Some(ROOM),
+        config: None,
+        now_us,
+    };
+    store.insert_session(&new_session).await.expect("session");
+
+    let room_config = RoomServerConfig {
+        udp_port: 0,
+        node_ips: vec!["127.0.0.1".parse().expect("ip")],
+        empty_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let room = RoomServer::start(room_config, RoomCredentials::new("key", "secret-secret-secret-secret-secret"))
+        .await
+        .expect("room server");
+    let trunk = UdpSocket::bind("127.0.0.1:0").await.expect("trunk");
+    let trunk_addr = trunk.local_addr().expect("trunk address");
+    let mut phone_config =
+        PhoneConfig::new(format!("sip:{trunk_addr}"), TRUNK_CALLER, "127.0.0.1:0".parse().expect("addr"));
+    phone_config.rtp_ports = 32_400..=32_419;
+    let phone_shutdown = CancellationToken::new();
+    let phone = PhoneService::start(phone_config, room.clone(), phone_shutdown.clone()).await.expect("phone service");
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    let fake_url = fake.openai_base_url();
+    let provider_env = svc_provider::endpoint::ProviderEnv::from_lookup(|name| match name {
+        "OPENAI_API_KEY" => Some(FAKE_API_KEY.to_owned()),
+        "OPENAI_BASE_URL" => Some(fake_url.clone()),
+        _ => None,
+    })
+    .expect("provider settings");
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let runtime = Runtime::new(RuntimeConfig {
+        store: store.clone(),
+        room: room.clone(),
+        provider_env,
+        local: None,
+        data_dir: data_dir.path().to_owned(),
+        node_id: "test".into(),
+        timing: svc_session::core::Timing::default(),
+        phone: Some(phone.clone()),
+    });
+    let request = SessionRequest { session_id: SESSION.into(), room_name: ROOM.into(), session: session_config() };
+    runtime.start_session(request).await.expect("the session runs");
+    let user_options = LocalJoinOptions {
+        identity: "user".into(),
+        name: "user".into(),
+        kind: ParticipantKind::Standard,
+        metadata: String::new(),
+        attributes: BTreeMap::new(),
+    };
+    let mut user = room.join_local(ROOM, user_options).await.expect("the user joins");
+
+    // A dial that names no caller id: the trunk's is presented, and kept.
+    let dial = DialRequest {
+        dial_id: "dial-1".into(),
+        session_id: SESSION.into(),
+        phone_number: "+14155550123".into(),
+        caller_number: None,
+    };
+    runtime.dial(dial).await.expect("the call is placed");
+    let _phone_rtp = answer(&trunk).await;
+    loop {
+        let Some(RoomEvent::Data(data)) = timeout(WAIT, user.next_event()).await.expect("the answer is told") else {
+            continue;
+        };
+        let message: Value = serde_json::from_slice(&data.payload).unwrap_or(Value::Null);
+        if message["type"] == "dial-progress" && message["status"] == "answered" {
+            break;
+        }
+    }
+
+    // The session ends (its client ended it, say): every leg drops, the phone's first.
+    let ending = {
+        let runtime = runtime.clone();
+        tokio::spawn(async move { runtime.end_session(SESSION, "client_ended").await })
+    };
+    let (bye, ua) = receive_request(&trunk, Method::Bye).await;
+    trunk.send_to(&response(&bye, 200, None, vec![], None), ua).await.expect("answer the BYE");
+    let heard = heard_until_the_room_closes(&mut user).await;
+    timeout(WAIT, ending).await.expect("the end in time").expect("task").expect("ended");
+    let ended = heard.iter().find(|m| m["type"] == "dial-progress").expect("the call's end was told in the room");
+    assert_eq!(
+        (ended["dial_id"].clone(), ended["status"].clone(), ended["ended_by"].clone(), ended["reason"].clone()),
+        (json!("dial-1"), json!("ended"), json!("svc"), json!("session_ended")),
+        "{heard:?}"
+    );
+    assert!(ended["duration_seconds"].as_f64().is_some_and(|s| s > 0.0), "{ended}");
+    assert_eq!(heard.first().map(|m| m["type"].clone()), Some(json!("session-ended")), "{heard:?}");
+
+    let timeline = store.timeline(SESSION).await.expect("timeline");
+    let placed = timeline.iter().find(|row| row.kind == "dial.placed").expect("dial.placed");
+    assert_eq!(placed.data["caller_number"], TRUNK_CALLER);
+    let kinds: Vec<&str> = timeline.iter().map(|row| row.kind.as_str()).collect();
+    let dial_ended = kinds.iter().position(|kind| *kind == "dial.ended").expect("dial.ended");
+    let session_ended = kinds.iter().position(|kind| *kind == "session.ended").expect("session.ended");
+    assert!(session_ended < dial_ended, "{kinds:?}");
+
+    runtime.shutdown().await;
+    phone_shutdown.cancel();
+    timeout(WAIT, phone.closed()).await.expect("the phone service stops");
+    room.shutdown().await;
+}
