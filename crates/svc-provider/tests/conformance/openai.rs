@@ -282,10 +282,6 @@ pub(crate) async fn audio_turn(family: &str, setup: SessionSetup, xai: bool) {
     .await;
 }
 
-/// Server-VAD barge-in ten times back to back. The test is the runtime: on `Interrupted` it
-/// answers `BargeIn` with a share of the audio received. The cancelled response's transcript
-/// `done` and `response.done` arrive at once after `speech_started`; the final transcript of
-/// each must still be what was heard, and every truncate must validate.
 /// The client ends a spoken turn (`activity-end`) while the server's detector still hears
 /// speech: svc commits the buffer (≥ 100 ms of it, as the service requires) and asks for the
 /// answer, which comes; the user's speech is reported stopped.
@@ -318,6 +314,10 @@ pub(crate) async fn activity_end(family: &str, setup: SessionSetup) {
     .await;
 }
 
+/// Server-VAD barge-in ten times back to back. The test is the runtime: on `Interrupted` it
+/// answers `BargeIn` with a share of the audio received. The cancelled response's transcript
+/// `done` and `response.done` arrive at once after `speech_started`; the final transcript of
+/// each must still be what was heard, and every truncate must validate.
 pub(crate) async fn barge_in(family: &str, setup: SessionSetup, xai: bool) {
     const BARGE_INS: u64 = 10;
     let setup = &setup;
