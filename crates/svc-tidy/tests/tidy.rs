@@ -3,9 +3,10 @@
 //! here, with the file and line, instead of going unnoticed. A rule that must change changes here
 //! and in ARCHITECTURE.md together.
 //!
-//! Sources are read as text: comments are dropped, and so are `#[cfg(test)]` modules, `tests.rs`
-//! files and files that declare themselves test-only with `#![cfg(test)]` (test code may read the
-//! clock, open sockets and unwrap).
+//! Sources are read as text: comments are dropped, and so are `#[cfg(test)]` modules (to their
+//! closing brace: what follows one is read again), `tests.rs` files and files that declare
+//! themselves test-only with `#![cfg(test)]` (test code may read the clock, open sockets and
+//! unwrap).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -97,7 +98,10 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-opus/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     // The telephone media path: packets in, packets and PCM out; the caller owns clock and socket.
     ("svc-rtp/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
-    ("svc-import/src/", &[Clock, Spawn, Sockets, Http], &[]),
+    // The import body's scanner, WAV check and validation are sans-IO; `lib.rs` is their shell
+    // (the spool files, and the big parses moved off the async threads).
+    ("svc-import/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &["svc-import/src/lib.rs"]),
+    ("svc-import/src/lib.rs", &[Clock, Sockets, Http], &[]),
     // The room's sans-IO core and its data model.
     ("svc-room/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/client/core.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
@@ -142,7 +146,7 @@ const HTTP_EDGES: &[&str] = &[
 struct Source {
     /// Relative to `crates/`.
     path: String,
-    /// Lines without comments, up to the first `#[cfg(test)]` module.
+    /// Lines without comments; test modules blanked ([`shipped_lines`]).
     lines: Vec<String>,
 }
 
@@ -172,27 +176,83 @@ fn sources() -> Vec<Source> {
         .into_iter()
         .map(|file| {
             let text = std::fs::read_to_string(&file).expect("read a source file");
-            let mut lines = Vec::new();
-            let mut raw = text.lines().peekable();
-            while let Some(line) = raw.next() {
-                // A test-only file (a test harness module): none of it ships.
-                if line.trim() == "#![cfg(test)]" {
-                    lines.clear();
-                    break;
-                }
-                if line.trim() == "#[cfg(test)]"
-                    && raw.peek().is_some_and(|next| {
-                        next.trim_start().starts_with("mod ") || next.trim_start().starts_with("pub mod ")
-                    })
-                {
-                    break;
-                }
-                lines.push(without_comment(line).to_owned());
-            }
+            let lines = shipped_lines(&text);
             let path = file.strip_prefix(&crates).expect("under crates/").to_string_lossy().replace('\\', "/");
             Source { path, lines }
         })
         .collect()
+}
+
+/// The lines of a source file that ship, comments dropped: a `#[cfg(test)]` module (inline, to
+/// its closing brace, or declared `mod name;`) is blanked, and so is a whole file that says
+/// `#![cfg(test)]`. Blanked lines stay as empty lines, so line numbers are the file's.
+fn shipped_lines(text: &str) -> Vec<String> {
+    let raw: Vec<&str> = text.lines().collect();
+    if raw.iter().any(|line| line.trim() == "#![cfg(test)]") {
+        return vec![String::new(); raw.len()];
+    }
+    let mut lines = Vec::with_capacity(raw.len());
+    let mut at = 0;
+    while at < raw.len() {
+        let next_is_module = raw.get(at + 1).is_some_and(|next| {
+            let next = next.trim_start();
+            next.starts_with("mod ") || next.starts_with("pub mod ") || next.starts_with("pub(crate) mod ")
+        });
+        if raw[at].trim() == "#[cfg(test)]" && next_is_module {
+            // Skip the attribute, then the module: one line when declared, else to the brace
+            // that closes it.
+            let end = module_end(&raw, at + 1);
+            lines.extend(std::iter::repeat_n(String::new(), end + 1 - at));
+            at = end + 1;
+            continue;
+        }
+        lines.push(without_comment(raw[at]).to_owned());
+        at += 1;
+    }
+    lines
+}
+
+/// The index of the last line of the module declared at `start` (`mod name;` or `mod name {…}`).
+fn module_end(raw: &[&str], start: usize) -> usize {
+    let mut depth = 0i64;
+    let mut opened = false;
+    for (index, line) in raw.iter().enumerate().skip(start) {
+        let code = without_comment(line);
+        if !opened && code.trim_end().ends_with(';') && !code.contains('{') {
+            return index;
+        }
+        for delta in braces(code) {
+            depth += delta;
+            opened = true;
+        }
+        if opened && depth <= 0 {
+            return index;
+        }
+    }
+    raw.len() - 1
+}
+
+/// `+1` per `{` and `-1` per `}` outside string and character literals.
+fn braces(code: &str) -> Vec<i64> {
+    let bytes = code.as_bytes();
+    let (mut in_string, mut escaped) = (false, false);
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        match byte {
+            _ if escaped => escaped = false,
+            b'\\' if in_string => escaped = true,
+            b'"' => in_string = !in_string,
+            // A character literal such as '{' or '}' (not a lifetime: its quote closes two on).
+            b'\'' if !in_string && bytes.get(at + 2) == Some(&b'\'') => at += 2,
+            b'{' if !in_string => found.push(1),
+            b'}' if !in_string => found.push(-1),
+            _ => {}
+        }
+        at += 1;
+    }
+    found
 }
 
 /// `line` up to a `//` comment that is not inside a string literal.
@@ -358,6 +418,64 @@ fn shipped_code_says_why_it_ignores_a_result() {
         }
     }
     assert!(found.is_empty(), "results thrown away without a word of why ({}):\n{}", found.len(), found.join("\n"));
+}
+
+/// The house keeps every source file under this many lines (split by concern past it).
+const MAX_FILE_LINES: usize = 1_000;
+
+/// Generated files: nobody reads or edits them by hand.
+const GENERATED: &[&str] = &["sdk/js/src/openapi.d.ts"];
+
+/// Every hand-written source of the project: Rust under `crates/` and `fuzz/`, the Python and
+/// shell of the test harnesses, the TypeScript SDK and the playground.
+fn all_sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if path.is_dir() {
+            if !matches!(name.as_str(), "target" | "node_modules" | "dist" | "corpus" | "artifacts" | ".git") {
+                all_sources(&path, out);
+            }
+        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("rs" | "py" | "ts" | "js" | "mjs" | "sh")) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_source_file_is_over_a_thousand_lines() {
+    let root = workspace().canonicalize().expect("the workspace");
+    let mut files = Vec::new();
+    for dir in ["crates", "fuzz", "tests", "scripts", "sdk/js/src", "sdk/js/playground", "sdk/js/test"] {
+        all_sources(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 100, "only {} sources found", files.len());
+    let mut problems = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&root).expect("under the workspace").to_string_lossy().replace('\\', "/");
+        if GENERATED.contains(&relative.as_str()) {
+            continue;
+        }
+        let lines = std::fs::read_to_string(&file).map(|text| text.lines().count()).unwrap_or(0);
+        if lines > MAX_FILE_LINES {
+            problems.push(format!("{relative}: {lines} lines (at most {MAX_FILE_LINES}: split it by concern)"));
+        }
+    }
+    assert!(problems.is_empty(), "files over the limit:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn test_modules_are_blanked_and_what_follows_them_is_read() {
+    let text = "fn shipped() {}\n#[cfg(test)]\nmod tests {\n    fn t() { let _ = '{'; let s = \"}\"; }\n}\nfn after() { Instant::now(); }\n#[cfg(test)]\nmod sim;\nfn last() {}\n";
+    let lines = shipped_lines(text);
+    assert_eq!(lines.len(), 9, "line numbers are the file's");
+    assert_eq!(lines[0], "fn shipped() {}");
+    assert!(lines[1..5].iter().all(String::is_empty), "{lines:?}");
+    assert_eq!(lines[5], "fn after() { Instant::now(); }", "the code after a test module is read");
+    assert!(lines[6..8].iter().all(String::is_empty));
+    assert_eq!(lines[8], "fn last() {}");
+    assert!(shipped_lines("#![cfg(test)]\nfn x() {}\n").iter().all(String::is_empty));
 }
 
 #[test]

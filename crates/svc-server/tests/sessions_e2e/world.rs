@@ -1,0 +1,418 @@
+//! The harness of the end-to-end sessions: `svc serve` with a scripted fake provider, the
+//! official PyPI `livekit` client (tests/e2e/session_client.py) or the browser, and the helpers
+//! that judge what they heard and what svc stored.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use svc_audio::analysis::best_correlation;
+use svc_provider::resample::Resampler;
+use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor};
+
+use crate::support::{Server, clip, kill_group, svc};
+
+/// Real-time media tests share two cores with the build: one at a time.
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) const SETUP_HINT: &str = "run scripts/interop-setup.sh (scripts/test.sh does) to install the test harness";
+/// What the microphone says (48 kHz espeak speech, made by the setup script).
+pub(crate) const MIC_WAV: &str = "target/interop/audio/caller.wav";
+
+pub(crate) fn repo() -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    repo.canonicalize().unwrap_or(repo)
+}
+
+pub(crate) fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// One test's world: the fake provider, `svc serve` pointed at it, and an API key.
+pub(crate) struct World {
+    pub(crate) test: &'static str,
+    pub(crate) dir: PathBuf,
+    pub(crate) fake: FakeUpstream,
+    pub(crate) server: Server,
+    pub(crate) base_url: String,
+    pub(crate) key: String,
+    pub(crate) data_dir: tempfile::TempDir,
+    pub(crate) listen: String,
+    pub(crate) server_env: Vec<(String, String)>,
+    pub(crate) server_args: Vec<String>,
+    pub(crate) _guard: tokio::sync::MutexGuard<'static, ()>,
+}
+
+/// `svc serve` over `data_dir` on `listen`, with the fake provider's environment and `args`.
+pub(crate) fn start_server(
+    log: &Path,
+    data_dir: &Path,
+    listen: &str,
+    env: &[(String, String)],
+    args: &[String],
+) -> Server {
+    let env = env.to_vec();
+    let args = args.to_vec();
+    Server::start_in(log.to_owned(), data_dir, listen, move |command| {
+        command.envs(env).args(args);
+    })
+}
+
+impl World {
+    pub(crate) async fn start(test: &'static str, flavor: Flavor, extra: &[&str]) -> World {
+        let guard = ONE_AT_A_TIME.lock().await;
+        let repo = repo();
+        for path in ["target/interop/venv/bin/python", MIC_WAV] {
+            assert!(repo.join(path).exists(), "{path} is missing: {SETUP_HINT}");
+        }
+        let dir = repo.join("target/e2e").join(test);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("run directory");
+        let fake = FakeUpstream::start(flavor).await;
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let listen = format!("127.0.0.1:{}", free_port());
+        let public = format!("http://{listen}");
+        let admin = |args: &[&str]| {
+            let output = svc(data_dir.path()).args(["--public-url", &public]).args(args).output().expect("run svc");
+            assert!(output.status.success(), "svc {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+            String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        };
+        admin(&["workspace", "create", "--slug", "e2e", "--name", "E2E"]);
+        let key = admin(&[
+            "key",
+            "create",
+            "--workspace",
+            "e2e",
+            "--scope",
+            "realtime:start",
+            "--scope",
+            "realtime:read",
+            "--scope",
+            "realtime:logs",
+            "--scope",
+            "realtime:delete",
+            "--scope",
+            "realtime:dial",
+        ]);
+        let server_env = vec![
+            ("OPENAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
+            ("OPENAI_BASE_URL".to_owned(), fake.openai_base_url()),
+            ("XAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
+            ("XAI_BASE_URL".to_owned(), fake.openai_base_url()),
+            ("GEMINI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
+            ("GOOGLE_GEMINI_BASE_URL".to_owned(), fake.gemini_base_url()),
+        ];
+        let mut args: Vec<String> = vec!["--public-url".into(), public, "--server-tools".into()];
+        args.push("end_call,speaker_log,examine_image".into());
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let server = start_server(&dir.join("svc.log"), data_dir.path(), &listen, &server_env, &args);
+        World {
+            test,
+            dir,
+            fake,
+            server,
+            base_url: format!("http://{listen}"),
+            key,
+            data_dir,
+            listen,
+            server_env,
+            server_args: args,
+            _guard: guard,
+        }
+    }
+
+    /// Kills `svc serve` with SIGKILL (a crash: nothing is cleaned up) and starts it again on the
+    /// same data directory and port.
+    pub(crate) fn crash_and_restart(&mut self) {
+        self.server.kill_now();
+        let log = self.dir.join("svc.restarted.log");
+        self.server = start_server(&log, self.data_dir.path(), &self.listen, &self.server_env, &self.server_args);
+    }
+
+    /// Runs an admin command (`svc workspace …`) on the world's database.
+    pub(crate) fn admin(&self, args: &[&str]) -> String {
+        let output =
+            svc(self.data_dir.path()).args(["--public-url", &self.base_url]).args(args).output().expect("run svc");
+        assert!(output.status.success(), "svc {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// POST under `/api/v1/external` with the world's key.
+    pub(crate) fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let (status, bytes) =
+            http(&self.server.listen, "POST", &format!("/api/v1/external{path}"), &self.key, Some(body));
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// Starts the client on `scenario` with the session config `config`.
+    pub(crate) fn client(&self, scenario: &str, config: Value) -> ClientRun {
+        self.client_with(scenario, scenario, config, &[])
+    }
+
+    /// [`World::client`] with a run name (several runs of one scenario) and extra arguments.
+    pub(crate) fn client_with(&self, name: &str, scenario: &str, config: Value, extra: &[&str]) -> ClientRun {
+        let repo = repo();
+        let out = self.dir.join(format!("{name}.json"));
+        let stderr = self.dir.join(format!("{name}.client.log"));
+        let mut command = Command::new(repo.join("target/interop/venv/bin/python"));
+        command
+            .arg(repo.join("tests/e2e/session_client.py"))
+            .args(["--base-url", &self.base_url, "--api-key", &self.key, "--scenario", scenario])
+            .args(["--config", &config.to_string()])
+            .arg("--mic")
+            .arg(repo.join(MIC_WAV))
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .process_group(0);
+        let mut child = command.spawn().expect("spawn the python client");
+        let stdout = child.stdout.take().expect("stdout");
+        let (marks, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(mark) = line.strip_prefix("@mark ") {
+                    let _ = marks.send(mark.to_owned());
+                }
+            }
+        });
+        ClientRun { child, out, stderr, marks: received, started: Instant::now() }
+    }
+
+    /// Starts the browser client (livekit-client in Chromium, tests/interop/web/session.js) on
+    /// the `conversation` scenario with the session config `config`.
+    pub(crate) fn browser_client(&self, config: Value) -> ClientRun {
+        let repo = repo();
+        assert!(repo.join("tests/interop/web/dist/session.js").exists(), "the browser bundle is missing: {SETUP_HINT}");
+        let out = self.dir.join("browser.json");
+        let stderr = self.dir.join("browser.client.log");
+        let mut command = Command::new("node");
+        command
+            .arg(repo.join("tests/interop/web/drive.mjs"))
+            .args(["--session", "--base-url", &self.base_url, "--api-key", &self.key, "--timeout", "60"])
+            .args(["--config", &config.to_string()])
+            .arg("--python")
+            .arg(repo.join("target/interop/venv/bin/python"))
+            .arg("--publish-wav")
+            .arg(repo.join(MIC_WAV))
+            .arg("--out")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .process_group(0);
+        let child = command.spawn().expect("spawn the browser driver");
+        let (_, marks) = std::sync::mpsc::channel();
+        ClientRun { child, out, stderr, marks, started: Instant::now() }
+    }
+
+    /// GET under `/api/v1/external` with the world's key.
+    pub(crate) fn get(&self, path: &str) -> (u16, Vec<u8>) {
+        http_get(&self.server.listen, &format!("/api/v1/external{path}"), &self.key)
+    }
+
+    pub(crate) fn get_json(&self, path: &str) -> Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).expect("json")
+    }
+
+    /// Polls the usage route until the numbers are final.
+    pub(crate) async fn final_usage(&self, session_id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let usage = self.get_json(&format!("/sessions/{session_id}/usage"));
+            if usage["usage_status"] != "pending" || Instant::now() > deadline {
+                return usage;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(crate) fn failure_report(&self, result: &Value, run: &ClientRun) -> String {
+        let types: Vec<String> = result["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| format!("{}@{}", e["type"].as_str().unwrap_or("?"), e["_t"]))
+            .collect();
+        let log = std::fs::read_to_string(&run.stderr).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(30).collect();
+        format!(
+            "{}: client failure: {} {}\nevents: {}\nobservations: {}\nclient log (last lines):\n{}\nsvc log:\n{}\nall in {}",
+            self.test,
+            result["failure"],
+            result["failures"],
+            clip(&types.join(" "), 4000),
+            clip(&result["observations"].to_string(), 3000),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            self.server.log_tail(60),
+            self.dir.display()
+        )
+    }
+}
+
+pub(crate) struct ClientRun {
+    pub(crate) child: Child,
+    pub(crate) out: PathBuf,
+    pub(crate) stderr: PathBuf,
+    pub(crate) marks: std::sync::mpsc::Receiver<String>,
+    pub(crate) started: Instant,
+}
+
+impl ClientRun {
+    pub(crate) async fn mark(&self, name: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.marks.try_recv() {
+                Ok(mark) if mark == name => return,
+                Ok(_) => {}
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => panic!("the client exited before `{name}`"),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    assert!(Instant::now() < deadline, "the client did not reach `{name}` in {timeout:?}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    /// Waits for the client (killing it past `timeout`) and returns its result.
+    pub(crate) async fn finish(mut self, world: &World, timeout: Duration) -> Value {
+        while self.child.try_wait().ok().flatten().is_none() {
+            if self.started.elapsed() > timeout {
+                kill_group(&mut self.child);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = kill_group(&mut self.child);
+        let result: Value = std::fs::read(&self.out)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_else(|| json!({"ok": false, "failure": "no result JSON", "events": [], "observations": {}}));
+        assert!(result["ok"] == true, "{}", world.failure_report(&result, &self));
+        result
+    }
+}
+
+pub(crate) fn http_get(listen: &str, path: &str, key: &str) -> (u16, Vec<u8>) {
+    http(listen, "GET", path, key, None)
+}
+
+pub(crate) fn http(listen: &str, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(listen).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {listen}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read");
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("headers") + 4;
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status");
+    let mut body = response[split..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+pub(crate) fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&body[..end]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&body[end + 2..end + 2 + size]);
+        body = &body[end + 4 + size..];
+    }
+    out
+}
+
+pub(crate) fn read_wav(path: &Path) -> (Vec<i16>, u32, u16) {
+    let wav = svc_audio::wav::read_wav_file(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    (wav.samples, wav.sample_rate, wav.channels)
+}
+
+pub(crate) fn resample(pcm: &[i16], from: u32, to: u32) -> Vec<i16> {
+    if from == to {
+        return pcm.to_vec();
+    }
+    if from != 48_000 && to != 48_000 {
+        // The resampler converts to and from the room's rate; go through it.
+        return resample(&resample(pcm, from, 48_000), 48_000, to);
+    }
+    let mut resampler = Resampler::new(from, to).expect("resampler");
+    let mut out = Vec::new();
+    resampler.process(pcm, &mut out);
+    resampler.flush(&mut out);
+    out
+}
+
+/// How well `received` (at `received_rate`) contains `reference` (at `reference_rate`), all of
+/// it, in order, tolerating small timing slips.
+///
+/// The clients are real-time programs on a loaded 2-core machine: libwebrtc's capture in the
+/// PyPI client now and then sends 10 ms more or less than the file holds, which moves everything
+/// after it by 10 ms. One global alignment then scores ~0.6 although every word arrived (seen:
+/// +10 ms at 1.75 s of the microphone, the rest intact at 0.95). So each 250 ms window of the
+/// reference is aligned on its own, within 40 ms of the global delay, and the result is the
+/// energy-weighted mean: missing, garbled or reordered audio still scores low; a slip does not.
+pub(crate) fn correlation(reference: &[i16], reference_rate: u32, received: &[i16], received_rate: u32) -> f64 {
+    const WINDOW: usize = 4_000; // 250 ms at 16 kHz
+    const SLACK: isize = 640; // 40 ms
+    let reference = resample(reference, reference_rate, 16_000);
+    let received = resample(received, received_rate, 16_000);
+    let global = best_correlation(&reference, &received, received.len());
+    let (mut weighted, mut total) = (0.0, 0.0);
+    for start in (0..reference.len()).step_by(WINDOW) {
+        let window = &reference[start..(start + WINDOW).min(reference.len())];
+        let energy: f64 = window.iter().map(|&s| f64::from(s) * f64::from(s)).sum();
+        if window.len() < WINDOW / 2 || energy == 0.0 {
+            continue;
+        }
+        let at = start as isize + global.lag_samples;
+        let from = (at - SLACK).clamp(0, received.len() as isize) as usize;
+        let to = (at + window.len() as isize + SLACK).clamp(0, received.len() as isize) as usize;
+        let local = if to > from { best_correlation(window, &received[from..to], to - from).coefficient } else { 0.0 };
+        weighted += energy * local.max(0.0);
+        total += energy;
+    }
+    if total > 0.0 { weighted / total } else { 0.0 }
+}
+
+pub(crate) fn mic_pcm() -> Vec<i16> {
+    let (pcm, rate, channels) = read_wav(&repo().join(MIC_WAV));
+    assert_eq!((rate, channels), (48_000, 1));
+    pcm
+}
+
+pub(crate) fn events<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
+    result["events"].as_array().into_iter().flatten().filter(|e| e["type"] == kind).collect()
+}
+
+pub(crate) fn session_id(result: &Value) -> String {
+    result["observations"]["session_id"].as_str().expect("session id").to_owned()
+}
+
+pub(crate) fn agent_recording(result: &Value) -> Vec<i16> {
+    let path = result["observations"]["agent_recording"].as_str().expect("the client recorded the agent");
+    read_wav(Path::new(path)).0
+}
+
+/// The user's audio the fake kept on connection `index`, at 24 kHz (OpenAI/xAI/GPT-Live rate).
+pub(crate) fn fake_audio(fake: &FakeUpstream, index: usize) -> Vec<i16> {
+    fake.audio().get(index).cloned().unwrap_or_default()
+}
