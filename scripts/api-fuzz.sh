@@ -48,7 +48,13 @@ SVC=$ROOT/target/debug/svc
 fake_pid=
 "$ROOT/target/debug/fake-upstream" >"$OUT/fake.env" 2>"$OUT/fake.log" &
 fake_pid=$!
-for _ in $(seq 1 100); do [[ $(wc -l <"$OUT/fake.env") -ge 6 ]] && break; sleep 0.05; done
+# The fake prints its six variables once it listens; on a loaded machine that has taken over 5 s.
+# A server started without them refuses every session (503), which would read as a contract failure.
+for _ in $(seq 1 600); do [[ $(wc -l <"$OUT/fake.env") -ge 6 ]] && break; sleep 0.05; done
+if [[ $(wc -l <"$OUT/fake.env") -lt 6 ]]; then
+  echo "api-fuzz: the fake upstream did not start within 30 s (see $OUT/fake.log)" >&2
+  exit 1
+fi
 while IFS= read -r line; do export "${line?}"; done <"$OUT/fake.env"
 
 server_pid=

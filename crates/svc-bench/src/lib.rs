@@ -1,8 +1,10 @@
 //! What the benchmark binaries share: the HTTP load generator ([`load`]), latency histograms and
-//! `/proc` readings ([`measure`]), and what a report says about its run: machine, command and tree.
+//! `/proc` readings ([`measure`]), svc as its own process ([`svc_process`]), and what a report says
+//! about its run: machine, command and tree.
 
 pub mod load;
 pub mod measure;
+pub mod svc_process;
 
 /// The CPU model from /proc/cpuinfo.
 pub fn cpu_model() -> String {

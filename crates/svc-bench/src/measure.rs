@@ -111,7 +111,7 @@ pub struct Summary {
     pub max_ms: Option<f64>,
 }
 
-/// CPU used so far: the process (user + system, from `/proc/self/stat`, in clock ticks of
+/// CPU used so far by one process: user + system (from `/proc/<pid>/stat`, in clock ticks of
 /// 10 ms) and on-CPU time per thread name (from each thread's `schedstat`, in nanoseconds).
 #[derive(Debug, Clone)]
 pub struct Cpu {
@@ -125,12 +125,21 @@ pub struct Cpu {
 const TICKS_PER_SECOND: f64 = 100.0;
 
 impl Cpu {
-    /// The counters now.
+    /// This process's counters now.
     pub fn now() -> Cpu {
+        Cpu::read(std::path::Path::new("/proc/self"))
+    }
+
+    /// The counters of process `pid` now (zero once it is gone).
+    pub fn of(pid: u32) -> Cpu {
+        Cpu::read(&std::path::Path::new("/proc").join(pid.to_string()))
+    }
+
+    fn read(proc_dir: &std::path::Path) -> Cpu {
         let process_ticks =
-            std::fs::read_to_string("/proc/self/stat").ok().and_then(|stat| user_plus_system(&stat)).unwrap_or(0);
+            std::fs::read_to_string(proc_dir.join("stat")).ok().and_then(|stat| user_plus_system(&stat)).unwrap_or(0);
         let mut by_thread_name = HashMap::new();
-        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        if let Ok(tasks) = std::fs::read_dir(proc_dir.join("task")) {
             for task in tasks.flatten() {
                 let path = task.path();
                 let name = std::fs::read_to_string(path.join("comm")).map(|n| n.trim().to_owned()).unwrap_or_default();
@@ -206,7 +215,7 @@ fn user_plus_system(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
-/// Resident memory now and at its peak, in MiB (`VmRSS`, `VmHWM` of `/proc/self/status`).
+/// Resident memory now and at its peak, in MiB (`VmRSS`, `VmHWM` of `/proc/<pid>/status`).
 #[derive(Debug, Clone, Copy)]
 pub struct Memory {
     /// Resident now.
@@ -216,9 +225,18 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// The figures now.
+    /// This process's figures now.
     pub fn now() -> Memory {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        Memory::read(std::path::Path::new("/proc/self/status"))
+    }
+
+    /// The figures of process `pid` now (zero once it is gone).
+    pub fn of(pid: u32) -> Memory {
+        Memory::read(&std::path::Path::new("/proc").join(pid.to_string()).join("status"))
+    }
+
+    fn read(status_path: &std::path::Path) -> Memory {
+        let status = std::fs::read_to_string(status_path).unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()

@@ -269,7 +269,8 @@ fn parse_agent_config(value: &Value, loc: &svc_wire::Loc, issues: &mut Issues) -
         );
     }
     for problem in tool_problems {
-        issues.push(&key(loc, "tools"), "invalid_tool_config", problem);
+        let field = if problem.starts_with("tool_response_policy") { "tool_response_policy" } else { "tools" };
+        issues.push(&key(loc, field), "invalid_tool_config", problem);
     }
     parsed?;
     // The inline rules accepted every field, and `AgentConfig` holds exactly those fields.

@@ -99,6 +99,8 @@ pub struct InlineAgent {
     /// Initial session state: when present, the model gets the `set_state` tool and clients see
     /// `svc.session-state` after each write.
     pub state: Option<serde_json::Map<String, Value>>,
+    /// The tool-response policy (blocking or not, scheduling of results), when given.
+    pub tool_response_policy: Option<crate::tools::ToolResponsePolicy>,
 }
 
 /// A catalog agent request.
@@ -349,6 +351,9 @@ pub fn parse_inline_agent(
             parse_tools(value, &fields.loc_of("tools"), max, issues, tool_problems)
         }
     };
+    let tool_response_policy = fields
+        .raw("tool_response_policy")
+        .and_then(|value| crate::tools::parse_tool_response_policy(value, &tools, tool_problems));
     let greeting = fields.optional_string("greeting", GREETING_MAX_CHARS, issues).map(str::to_owned);
     let interruption_sensitivity = match fields.raw("interruption_sensitivity") {
         None | Some(Value::Null) => InterruptionSensitivity::Default,
@@ -409,6 +414,7 @@ pub fn parse_inline_agent(
         interruption_sensitivity,
         hooks,
         state,
+        tool_response_policy,
     })
 }
 

@@ -29,6 +29,10 @@ pub struct WorkspaceSettings {
     pub phone_calls_enabled: bool,
     /// Most dialled minutes per calendar month (UTC); `None` means no limit.
     pub dial_minute_limit: Option<u64>,
+    /// Server tools gated off for this workspace: a start that asks for one runs without it and
+    /// lists it in `ready.rejected_tools` with reason `gated_off` (spec: "gated off for the
+    /// workspace"). Empty: every tool the deployment runs.
+    pub disabled_server_tools: Vec<crate::tools::ServerTool>,
 }
 
 impl Default for WorkspaceSettings {
@@ -44,6 +48,7 @@ impl Default for WorkspaceSettings {
             consents: RecordingConsents::default(),
             phone_calls_enabled: false,
             dial_minute_limit: None,
+            disabled_server_tools: Vec::new(),
         }
     }
 }
@@ -86,6 +91,11 @@ mod tests {
         assert!(settings.avatar_enabled);
         assert_eq!(settings.max_concurrent_sessions, Some(DEFAULT_MAX_CONCURRENT_SESSIONS));
         assert!(settings.consents.audio && !settings.consents.video);
+        assert!(settings.disabled_server_tools.is_empty());
+        let gated: WorkspaceSettings =
+            serde_json::from_str(r#"{"disabled_server_tools":["web_search"]}"#).expect("a gated tool");
+        assert_eq!(gated.disabled_server_tools, [crate::tools::ServerTool::WebSearch]);
+        assert!(serde_json::from_str::<WorkspaceSettings>(r#"{"disabled_server_tools":["teleport"]}"#).is_err());
     }
 
     #[test]

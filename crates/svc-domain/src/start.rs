@@ -16,8 +16,8 @@ use crate::session_config::{
 };
 use crate::settings::RecordingConsents;
 use crate::tools::{
-    RejectedTool, STATE_TOOL_NAME, ServerToolAvailability, SilenceHook, ToolSpec, apply_availability,
-    apply_model_support, tool_names,
+    RejectedTool, STATE_TOOL_NAME, ServerToolAvailability, SilenceHook, ToolResponsePolicy, ToolSpec,
+    apply_availability, apply_model_support, tool_names,
 };
 
 /// Instructions of the neutral inline agent (a start with no `agent`, or no `instructions`).
@@ -86,6 +86,8 @@ pub struct ResolvedAgent {
     pub hooks: Vec<SilenceHook>,
     /// Initial session state (`set_state` is offered when present).
     pub state: Option<serde_json::Map<String, Value>>,
+    /// The tool-response policy, with overrides only for tools the session runs.
+    pub tool_response_policy: Option<ToolResponsePolicy>,
 }
 
 /// Everything the runtime needs to run the session. Serialized into the session row.
@@ -209,6 +211,7 @@ pub fn resolve_start(
     let (tools, mut rejected_tools) = apply_availability(agent.tools, context.server_tools);
     let (tools, unsupported) = apply_model_support(tools, model.takes_images(), &model.model_id);
     rejected_tools.extend(unsupported);
+    let tool_response_policy = agent.tool_response_policy.map(|policy| policy.restricted_to(&tools));
     let store = store_flags(&session, context.consents);
     let avatar = match session.avatar {
         Some(_) if !context.avatar_enabled => {
@@ -230,6 +233,7 @@ pub fn resolve_start(
             tools,
             hooks: agent.hooks,
             state,
+            tool_response_policy,
         },
         rejected_tools,
         model,

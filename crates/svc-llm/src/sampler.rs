@@ -117,6 +117,17 @@ impl Sampler {
     }
 }
 
+/// The tokens that, said next after `generated`, would repeat an `n`-gram already in it: for
+/// each earlier occurrence of its last `n - 1` tokens, the token that followed (Hugging Face's
+/// `no_repeat_ngram_size`). Empty when `n` is 0.
+pub(crate) fn ngram_bans(generated: &[u32], n: usize) -> Vec<u32> {
+    if n == 0 || generated.len() < n.saturating_sub(1).max(1) {
+        return Vec::new();
+    }
+    let prefix = &generated[generated.len() + 1 - n..];
+    generated.windows(n).filter(|window| &window[..n - 1] == prefix).map(|window| window[n - 1]).collect()
+}
+
 /// Index of the largest logit (the first one on ties).
 pub(crate) fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0;

@@ -65,6 +65,8 @@ pub struct SmolLm {
     tool_prompt: ToolPrompt,
     /// Model states after recently read prompts, shared by clones.
     prefixes: Arc<Mutex<PrefixCache>>,
+    /// Tokens whose text is not plain ASCII (control tokens excepted), for `ascii_only`.
+    non_ascii: Arc<Vec<u32>>,
 }
 
 impl std::fmt::Debug for SmolLm {
@@ -240,8 +242,12 @@ impl SmolLm {
         let (content, data) = with_fast_weights(content, &mut reader)?;
         let weights = ModelWeights::from_gguf(content, &mut Cursor::new(data), &device)
             .map_err(|e| LlmError::BadModel(e.to_string()))?;
+        let non_ascii = (0..u32::try_from(tokenizer.vocab_size()).unwrap_or(u32::MAX))
+            .filter(|&id| !tokenizer.is_control(id) && !tokenizer.token_bytes(id).is_ascii())
+            .collect();
         Ok(SmolLm {
             weights,
+            non_ascii: Arc::new(non_ascii),
             tokenizer: Arc::new(tokenizer),
             device,
             chatml,
@@ -346,6 +352,7 @@ impl SmolLm {
             if produced == max_new {
                 break Finish::Length;
             }
+            self.ban(&mut logits, &recent[prompt_len..], params);
             let next = sampler.sample(&mut logits, &recent, |id| self.tokenizer.is_control(id));
             produced += 1;
             if self.end_of_turn.contains(&next) || self.tokenizer.is_control(next) {
@@ -409,6 +416,22 @@ impl SmolLm {
             self.prefixes.lock().unwrap_or_else(PoisonError::into_inner).insert(ids, &model);
         }
         Ok(model)
+    }
+
+    /// Rules out the tokens `params` forbids after `reply` (the reply so far): a repeated
+    /// n-gram, text that is not ASCII.
+    fn ban(&self, logits: &mut [f32], reply: &[u32], params: &GenerateParams) {
+        let mut ban = |id: u32| {
+            if let Some(logit) = logits.get_mut(id as usize) {
+                *logit = f32::NEG_INFINITY;
+            }
+        };
+        for id in crate::sampler::ngram_bans(reply, params.no_repeat_ngram as usize) {
+            ban(id);
+        }
+        if params.ascii_only {
+            self.non_ascii.iter().copied().for_each(ban);
+        }
     }
 
     /// `messages` with the system prompt the model will see first.

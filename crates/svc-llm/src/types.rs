@@ -105,8 +105,8 @@ pub struct ToolCall {
 /// How to sample a reply.
 ///
 /// The embedded brain uses every field. The remote brain sends `max_tokens`, `temperature`,
-/// `top_p` and `seed` (the standard chat-completions fields); `top_k` and `repeat_penalty` are
-/// not standard and stay local.
+/// `top_p` and `seed` (the standard chat-completions fields); `top_k`, `repeat_penalty`,
+/// `no_repeat_ngram` and `ascii_only` are not standard and stay local.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GenerateParams {
     /// Most tokens to generate; generation ends with [`Finish::Length`] when it is reached.
@@ -121,13 +121,28 @@ pub struct GenerateParams {
     pub repeat_penalty: f32,
     /// Seeds the sampler: the same prompt, parameters and seed give the same text.
     pub seed: u64,
+    /// A token that would say again an n-gram of this many tokens already in the reply is never
+    /// picked (`0` is off): a small model otherwise says the same clause twice.
+    pub no_repeat_ngram: u32,
+    /// Only tokens of plain ASCII text: pins the reply to English (a 135M model asked about
+    /// France otherwise answers in French), and keeps out emoji the voice cannot say.
+    pub ascii_only: bool,
 }
 
 impl Default for GenerateParams {
     /// SmolLM2's model card suggests temperature 0.2 and top-p 0.9; a mild repetition penalty
     /// keeps the 135M model from looping.
     fn default() -> Self {
-        GenerateParams { max_tokens: 200, temperature: 0.2, top_p: 0.9, top_k: 40, repeat_penalty: 1.1, seed: 0 }
+        GenerateParams {
+            max_tokens: 200,
+            temperature: 0.2,
+            top_p: 0.9,
+            top_k: 40,
+            repeat_penalty: 1.1,
+            seed: 0,
+            no_repeat_ngram: 0,
+            ascii_only: false,
+        }
     }
 }
 

@@ -22,16 +22,26 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 use svc_audio::vad::{TurnDetector, TurnDetectorConfig, VadOutput};
-use svc_llm::{ChatMessage, Finish, GenerateParams, Generation, ToolCall, ToolDef};
+use svc_llm::{ChatMessage, ChatRole, Finish, GenerateParams, Generation, ToolCall, ToolDef};
 use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, ResponseStatus, Role, TranscriptTurn};
 use svc_wire::rest::UsageTokens;
 
-use crate::sentences::SentenceSplitter;
+use crate::sentences::{SentenceSplitter, VoiceBudget};
+
+mod jobs;
+
+pub use jobs::{Job, Outcome};
 
 /// The pipeline's input rate (Whisper's).
 pub const RATE_HZ: u32 = svc_stt::RATE_HZ;
 /// Rate of the speech the shell returns.
 pub const SPEECH_RATE_HZ: u32 = crate::tts::RATE_HZ;
+/// Sentences a spoken reply has at most: a voice agent answers briefly, and the user can ask on.
+pub const MAX_REPLY_SENTENCES: usize = 2;
+/// Messages of conversation the prompt holds at most (see `history_start`).
+const HISTORY_MAX: usize = 16;
+/// How far the start of the prompt's conversation moves at a time.
+const HISTORY_STEP: usize = 8;
 /// Longest run of tool rounds in one reply: a model that keeps calling tools is stopped.
 const MAX_TOOL_ROUNDS: u32 = 3;
 /// Audio tokens per second of audio in usage: one per 100 ms, OpenAI Realtime's rate for user audio.
@@ -68,82 +78,6 @@ pub struct CoreConfig {
     pub preempt_after_ms: u32,
 }
 
-/// Work for the shell. Jobs of one lane run one at a time in order: transcriptions and
-/// generations share the brain lane; speech has its own lane.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Job {
-    /// Transcribe 16 kHz audio.
-    Transcribe {
-        /// Correlates the outcome.
-        id: u64,
-        /// The audio.
-        pcm: Vec<i16>,
-        /// A partial transcription of a turn still open.
-        partial: bool,
-    },
-    /// Generate a reply, streaming its text.
-    Generate {
-        /// Correlates the outcome.
-        id: u64,
-        /// System prompt first, then the conversation.
-        messages: Vec<ChatMessage>,
-        /// Tools offered.
-        tools: Vec<ToolDef>,
-        /// Sampling.
-        params: GenerateParams,
-    },
-    /// Stop generation `id` now (its outcome still comes, as cancelled).
-    Cancel {
-        /// The generation.
-        id: u64,
-    },
-    /// Speak a sentence.
-    Speak {
-        /// Correlates the outcome.
-        id: u64,
-        /// The text.
-        text: String,
-    },
-    /// Drop every queued speech job older than `before` (a barge-in).
-    DropSpeech {
-        /// Jobs with a smaller id are stale.
-        before: u64,
-    },
-}
-
-/// What came of a [`Job`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// A transcription finished.
-    Transcribed {
-        /// The job.
-        id: u64,
-        /// The text, or why it failed.
-        result: Result<String, String>,
-    },
-    /// A piece of a generation's text.
-    Text {
-        /// The generation.
-        id: u64,
-        /// The piece.
-        text: String,
-    },
-    /// A generation ended.
-    Generated {
-        /// The generation.
-        id: u64,
-        /// What it made, or why it failed.
-        result: Result<Generation, String>,
-    },
-    /// A sentence was spoken.
-    Spoken {
-        /// The job.
-        id: u64,
-        /// PCM16 at [`SPEECH_RATE_HZ`], or why it failed.
-        result: Result<Vec<i16>, String>,
-    },
-}
-
 /// A sentence whose audio went out.
 #[derive(Debug, Clone, PartialEq)]
 struct Said {
@@ -157,6 +91,7 @@ struct Response {
     /// The generation in flight, if any.
     generation: Option<u64>,
     splitter: SentenceSplitter,
+    budget: VoiceBudget,
     /// Everything generated (text-only: the reply).
     generated: String,
     /// Speech jobs sent and not yet back, in order.
@@ -174,6 +109,7 @@ impl Response {
         Response {
             generation,
             splitter: SentenceSplitter::default(),
+            budget: VoiceBudget::new(MAX_REPLY_SENTENCES),
             generated,
             speaking: VecDeque::new(),
             said: Vec::new(),
@@ -190,6 +126,9 @@ struct Finished {
     /// Index of its message in the history.
     message: Option<usize>,
     transcript: String,
+    /// The user spoke over it: its final transcript waits for the runtime's `BargeIn`, which
+    /// says how much of it was played (sent at once, it would be everything that was said).
+    final_held: bool,
 }
 
 /// The open user turn.
@@ -241,6 +180,8 @@ pub struct LocalCore {
     notes: Vec<String>,
     response: Option<Response>,
     last: Option<Finished>,
+    /// A generation stopped because its reply had all its sentences: its outcome only adds usage.
+    cut_generation: Option<u64>,
     next_id: u64,
     replies: u64,
     usage: UsageTokens,
@@ -284,6 +225,7 @@ impl LocalCore {
             notes: Vec::new(),
             response: None,
             last: None,
+            cut_generation: None,
             next_id: 1,
             replies: 0,
             usage: UsageTokens::default(),
@@ -453,8 +395,10 @@ impl LocalCore {
             || self.last.as_ref().is_some_and(|last| !last.said.is_empty());
         if audible {
             self.events.push_back(ProviderEvent::Interrupted);
+            self.interrupt_response();
+        } else {
+            self.cancel_response();
         }
-        self.cancel_response();
     }
 
     fn maybe_partial(&mut self) {
@@ -682,7 +626,12 @@ impl LocalCore {
             }
         }
         let mut messages = vec![ChatMessage::system(system)];
-        messages.extend(self.history.iter().cloned());
+        // A reply cut before its first word was never heard: it is not part of the conversation.
+        let heard = |message: &&ChatMessage| {
+            !(message.role == ChatRole::Assistant && message.content.is_empty() && message.tool_calls.is_empty())
+        };
+        let start = history_start(&self.history);
+        messages.extend(self.history[start..].iter().filter(heard).cloned());
         messages
     }
 
@@ -741,7 +690,20 @@ impl LocalCore {
             return;
         }
         let sentences = response.splitter.push(piece);
+        let sentences = response.budget.admit(sentences);
+        let full = response.budget.is_full();
         self.speak(sentences);
+        if full {
+            // The reply has its sentences: the rest of the generation is not wanted (its
+            // outcome still comes, and counts in usage).
+            if let Some(response) = &mut self.response
+                && let Some(id) = response.generation.take()
+            {
+                self.jobs.push_back(Job::Cancel { id });
+                self.cut_generation = Some(id);
+            }
+            self.maybe_finish();
+        }
     }
 
     fn speak(&mut self, sentences: Vec<String>) {
@@ -755,6 +717,14 @@ impl LocalCore {
     }
 
     fn generated(&mut self, id: u64, result: Result<Generation, String>) {
+        if self.cut_generation == Some(id) {
+            self.cut_generation = None;
+            if let Ok(generation) = &result {
+                self.usage.input_text_tokens += i64::from(generation.prompt_tokens);
+                self.usage.output_text_tokens += i64::from(generation.output_tokens);
+            }
+            return;
+        }
         let Some(response) = &mut self.response else { return };
         if response.generation != Some(id) {
             return;
@@ -776,7 +746,8 @@ impl LocalCore {
         }
         if !self.cfg.text_only {
             let rest = response.splitter.finish();
-            self.speak(rest.into_iter().collect());
+            let rest = response.budget.admit_tail(rest, generation.finish == Finish::Length);
+            self.speak(rest);
         }
         self.maybe_finish();
     }
@@ -863,6 +834,11 @@ impl LocalCore {
     }
 
     fn finish(&mut self, status: ResponseStatus) {
+        self.finish_with(status, false);
+    }
+
+    /// Ends the response; with `hold_final`, its final transcript waits for the barge-in.
+    fn finish_with(&mut self, status: ResponseStatus, hold_final: bool) {
         let Some(response) = self.response.take() else { return };
         let transcript = if self.cfg.text_only {
             response.generated.trim().to_owned()
@@ -875,7 +851,8 @@ impl LocalCore {
                 is_final: true,
                 thought: false,
             });
-        } else if !transcript.is_empty() || status == ResponseStatus::Completed {
+        } else if !transcript.is_empty() && !hold_final {
+            // Nothing said, no final: an empty reply is not a turn.
             self.events.push_back(ProviderEvent::AssistantTranscript { text: transcript.clone(), is_final: true });
         }
         let message = (!transcript.is_empty()).then(|| {
@@ -885,12 +862,23 @@ impl LocalCore {
         // Usage once everything of the response is counted (its last sentence's audio included).
         self.publish_usage();
         self.events.push_back(ProviderEvent::ResponseDone { status });
-        self.last = Some(Finished { said: response.said, message, transcript });
+        let final_held = hold_final && !self.cfg.text_only;
+        self.last = Some(Finished { said: response.said, message, transcript, final_held });
     }
 
     /// Stops the reply in progress: generation cancelled, speech not yet made dropped, open tool
     /// calls abandoned. What was already said stays said.
     fn cancel_response(&mut self) {
+        self.stop_response(false);
+    }
+
+    /// Like [`Self::cancel_response`] for the user talking over the reply: its final transcript
+    /// is what the runtime says was played.
+    fn interrupt_response(&mut self) {
+        self.stop_response(true);
+    }
+
+    fn stop_response(&mut self, hold_final: bool) {
         let Some(response) = &mut self.response else { return };
         if let Some(id) = response.generation.take() {
             self.jobs.push_back(Job::Cancel { id });
@@ -904,14 +892,18 @@ impl LocalCore {
         if !abandoned.is_empty() {
             self.events.push_back(ProviderEvent::ToolCallsCancelled { call_ids: abandoned });
         }
-        self.finish(ResponseStatus::Cancelled);
+        self.finish_with(ResponseStatus::Cancelled, hold_final);
     }
 
     /// The runtime cut playback after `played_ms` of the last reply's audio: keep what was heard.
+    /// Its answer is the final transcript (held since the interruption) or a truncation; with
+    /// nothing played (`0`: the runtime ended the reply unheard, without a turn) it answers
+    /// nothing. A reply cut before its first word leaves no assistant message in the history.
     fn barge_in(&mut self, played_ms: u64) {
         let Some(last) = &mut self.last else { return };
+        let held = std::mem::take(&mut last.final_held);
         let heard = heard_text(&last.said, played_ms);
-        if heard == last.transcript {
+        if heard == last.transcript && !held {
             return;
         }
         last.transcript.clone_from(&heard);
@@ -920,7 +912,9 @@ impl LocalCore {
         {
             message.content.clone_from(&heard);
         }
-        self.events.push_back(ProviderEvent::AssistantTruncated { heard });
+        if played_ms > 0 {
+            self.events.push_back(ProviderEvent::AssistantTruncated { heard });
+        }
     }
 
     fn error(&mut self, code: &str, message: String) {
@@ -934,6 +928,20 @@ impl LocalCore {
         usage.total_tokens = usage.input_tokens + usage.output_tokens;
         self.events.push_back(ProviderEvent::Usage(self.usage.clone()));
     }
+}
+
+/// Where the prompt's conversation starts: the whole history while it is short; past
+/// [`HISTORY_MAX`] messages, the recent ones from a start that moves in steps of
+/// [`HISTORY_STEP`] (so the prompt's beginning, and the model's cached reading of it, stays the
+/// same for several turns), then on to the first user message (never a reply or a tool result
+/// without what it answers). Keeps the prompt, and the time to the first word, from growing with
+/// the conversation.
+fn history_start(history: &[ChatMessage]) -> usize {
+    if history.len() <= HISTORY_MAX {
+        return 0;
+    }
+    let start = (history.len() - HISTORY_STEP) / HISTORY_STEP * HISTORY_STEP;
+    history[start..].iter().position(|message| message.role == ChatRole::User).map_or(start, |at| start + at)
 }
 
 fn audio_tokens(samples: usize, rate: u32) -> i64 {

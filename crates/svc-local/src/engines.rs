@@ -6,7 +6,6 @@
 //! beyond it is refused at once with a clear error, because on a small machine one more pipeline
 //! would slow every running conversation, not only the new one.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use svc_llm::SmolLm;
@@ -40,6 +39,17 @@ pub struct LocalConfig {
     pub brain: Brain,
     /// Most local sessions at once.
     pub capacity: usize,
+    /// Inference threads of each session (its own pool; 0: [`default_threads`]).
+    pub threads: usize,
+}
+
+/// Inference threads per session when none are configured: the machine's cores shared among
+/// the session slots, at least one. On two cores with two slots, one thread each: a session
+/// never waits for a thread another session (or other work on the machine) holds, which is
+/// what keeps the slow turns bounded (see docs/benchmarks.md, "local provider").
+pub fn default_threads(capacity: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    (cores / capacity.max(1)).max(1)
 }
 
 /// The default capacity: what a two-core machine holds under the latency target (see
@@ -90,27 +100,68 @@ pub struct LocalEngines {
     smollm: OnceLock<Arc<SmolLm>>,
     /// Serializes loading: two sessions starting together load the models once.
     loading: Mutex<()>,
-    active: AtomicUsize,
+    /// Which slots are taken; a slot's index names its thread pool.
+    slots: Mutex<Vec<bool>>,
+    /// Each slot's inference threads, built when the slot is first used.
+    pools: Vec<OnceLock<Option<rayon::ThreadPool>>>,
 }
 
 impl std::fmt::Debug for LocalEngines {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalEngines")
             .field("config", &self.config)
-            .field("active", &self.active.load(Ordering::Relaxed))
+            .field("active", &self.active())
             .finish_non_exhaustive()
     }
 }
 
-/// A session's slot; dropping it frees the slot.
-#[derive(Debug)]
+/// A session's slot, taken by the start route before it answers 200 and held by the session
+/// until it ends. Clones share the one slot (the start request is cloned on its way to the
+/// runtime); the slot frees when the last clone drops, whichever way the session ends or the
+/// start fails. The slot's inference threads run the session's models ([`Permit::install`]).
+#[derive(Debug, Clone)]
 pub struct Permit {
-    engines: Arc<LocalEngines>,
+    slot: Arc<Slot>,
 }
 
-impl Drop for Permit {
+/// The slot behind a [`Permit`].
+#[derive(Debug)]
+struct Slot {
+    engines: Arc<LocalEngines>,
+    index: usize,
+}
+
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.engines.active.fetch_sub(1, Ordering::AcqRel);
+        if let Ok(mut slots) = self.engines.slots.lock()
+            && let Some(taken) = slots.get_mut(self.index)
+        {
+            *taken = false;
+        }
+    }
+}
+
+impl Permit {
+    /// Runs `f` (inference) on the slot's own threads, so that everything candle parallelises
+    /// with rayon inside it stays on them (blocking; call it off the async runtime).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        let engines = &self.slot.engines;
+        let pool = engines.pools.get(self.slot.index).and_then(|cell| {
+            cell.get_or_init(|| {
+                let threads = engines.threads();
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(move |i| format!("svc-local-{i}"))
+                    .build()
+                    .inspect_err(|error| tracing::warn!(%error, "provider_local: no inference pool; running inline"))
+                    .ok()
+            })
+            .as_ref()
+        });
+        match pool {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
     }
 }
 
@@ -118,12 +169,13 @@ impl LocalEngines {
     /// Engines for `config`; nothing is loaded yet.
     pub fn new(config: LocalConfig) -> Arc<LocalEngines> {
         Arc::new(LocalEngines {
-            config,
             whisper: OnceLock::new(),
             smollm: OnceLock::new(),
             loading: Mutex::new(()),
-            active: AtomicUsize::new(0),
+            slots: Mutex::new(vec![false; config.capacity]),
+            pools: (0..config.capacity).map(|_| OnceLock::new()).collect(),
             install: Mutex::new(InstallStatus::Idle),
+            config,
         })
     }
 
@@ -134,7 +186,15 @@ impl LocalEngines {
 
     /// Sessions using the engines now.
     pub fn active(&self) -> usize {
-        self.active.load(Ordering::Acquire)
+        self.slots.lock().map_or(0, |slots| slots.iter().filter(|&&taken| taken).count())
+    }
+
+    /// Inference threads of each session.
+    pub fn threads(&self) -> usize {
+        match self.config.threads {
+            0 => default_threads(self.config.capacity),
+            threads => threads,
+        }
     }
 
     /// Whether the models this configuration needs are installed.
@@ -149,20 +209,8 @@ impl LocalEngines {
         }
     }
 
-    /// Whether a session could start now (models installed, a slot free).
-    ///
-    /// # Errors
-    ///
-    /// [`Unavailable`] saying why not.
-    pub fn check(&self) -> Result<(), Unavailable> {
-        self.installed()?;
-        if self.active() >= self.config.capacity {
-            return Err(Unavailable::AtCapacity(self.config.capacity));
-        }
-        Ok(())
-    }
-
-    /// Takes a slot.
+    /// Takes a slot: the check and the count are one atomic step, so however many starts race,
+    /// at most `capacity` permits exist at once.
     ///
     /// # Errors
     ///
@@ -170,10 +218,11 @@ impl LocalEngines {
     pub fn acquire(self: &Arc<Self>) -> Result<Permit, Unavailable> {
         self.installed()?;
         let capacity = self.config.capacity;
-        self.active
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |active| (active < capacity).then_some(active + 1))
-            .map_err(|_| Unavailable::AtCapacity(capacity))?;
-        Ok(Permit { engines: self.clone() })
+        let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let index = slots.iter().position(|&taken| !taken).ok_or(Unavailable::AtCapacity(capacity))?;
+        slots[index] = true;
+        drop(slots);
+        Ok(Permit { slot: Arc::new(Slot { engines: self.clone(), index }) })
     }
 
     /// Whisper, loaded on first use. Blocking (about a second the first time).

@@ -32,15 +32,23 @@ use svc_provider::api::SessionSetup;
 use svc_provider::driver::ProviderSession;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::engines::{Brain, LocalConfig, LocalEngines, Unavailable};
+pub use crate::engines::{Brain, LocalConfig, LocalEngines, Permit, Unavailable};
 pub use crate::models::ModelsDir;
 
 /// The model catalog's family of the local provider (the provider table's, in svc-domain).
 pub const FAMILY: &str = svc_domain::model::LOCAL_FAMILY;
 /// The rate the pipeline takes user audio at (send `NativeAudio` at this rate).
 pub const INPUT_RATE_HZ: u32 = core::RATE_HZ;
-/// Reply length when the session sets none: a spoken answer of a few sentences.
-pub const DEFAULT_MAX_TOKENS: u32 = 120;
+/// Reply length when the session sets none: a spoken answer of a sentence or two (about 30
+/// words); the reply is cut at its last whole sentence (and at two sentences,
+/// `core::MAX_REPLY_SENTENCES`), so a voice agent answers briefly. At 60, SmolLM2's replies
+/// had a median of 36 words (`local-turns`).
+pub const DEFAULT_MAX_TOKENS: u32 = 40;
+/// A reply never says the same four tokens twice (see `GenerateParams::no_repeat_ngram`).
+pub const NO_REPEAT_NGRAM: u32 = 4;
+/// The repetition penalty of replies: firmer than the model card's default, because the 135M
+/// model otherwise opens reply after reply with the same words.
+pub const REPEAT_PENALTY: f32 = 1.2;
 /// Sampling temperature when the session sets none: low, because the small model wanders.
 pub const DEFAULT_TEMPERATURE: f32 = 0.3;
 /// How often an open turn is transcribed so far, for streaming user transcripts.
@@ -50,8 +58,8 @@ pub const PARTIAL_EVERY_MS: u32 = 1_000;
 /// Said positively: a small model repeats a list of things not to do.
 /// English because the pipeline hears (Whisper, set to English) and speaks (en-us) only English;
 /// the small model otherwise drifts into French or Spanish after a question about France.
-const SPOKEN_STYLE: &str =
-    "You are speaking with the user out loud, in English. Keep every answer to one to three short sentences.";
+const SPOKEN_STYLE: &str = "You are speaking with the user out loud. Always answer in English, whatever the topic. \
+     Answer in one or two short sentences.";
 
 /// The pipeline's configuration for `setup`.
 pub fn core_config(setup: &SessionSetup) -> core::CoreConfig {
@@ -97,6 +105,11 @@ pub fn core_config(setup: &SessionSetup) -> core::CoreConfig {
             temperature: knobs
                 .and_then(|knobs| knobs.temperature)
                 .map_or(DEFAULT_TEMPERATURE, |temperature| temperature as f32),
+            repeat_penalty: REPEAT_PENALTY,
+            no_repeat_ngram: NO_REPEAT_NGRAM,
+            // The pipeline hears (Whisper, set to English) and speaks (espeak-ng, English voices)
+            // only English.
+            ascii_only: true,
             ..GenerateParams::default()
         },
         partial_every_ms: PARTIAL_EVERY_MS,
@@ -108,7 +121,7 @@ pub fn core_config(setup: &SessionSetup) -> core::CoreConfig {
     }
 }
 
-/// Starts a local session for `setup`.
+/// Starts a local session for `setup`, taking a slot of `engines`.
 ///
 /// # Errors
 ///
@@ -120,6 +133,17 @@ pub fn start(
     shutdown: CancellationToken,
 ) -> Result<ProviderSession, Unavailable> {
     let permit = engines.acquire()?;
+    Ok(start_with(setup, engines, permit, shutdown))
+}
+
+/// Starts a local session for `setup` in the slot `permit` already holds (the start route takes
+/// it before answering, so a start it accepted cannot lose a race for the slot later).
+pub fn start_with(
+    setup: &SessionSetup,
+    engines: &Arc<LocalEngines>,
+    permit: Permit,
+    shutdown: CancellationToken,
+) -> ProviderSession {
     let core = core::LocalCore::new(core_config(setup));
-    Ok(shell::spawn(core, shell::voice_for(setup), engines.clone(), permit, shutdown))
+    shell::spawn(core, shell::voice_for(setup), engines.clone(), permit, shutdown)
 }

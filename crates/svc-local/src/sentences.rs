@@ -70,6 +70,61 @@ impl SentenceSplitter {
     }
 }
 
+/// How much of a reply is spoken: a voice agent answers in a sentence or two, and a small model
+/// left alone talks for half a minute. Pieces from the splitter are admitted until
+/// `max_sentences` whole sentences are (a first clause does not count as one); then the reply is
+/// complete and the rest of the generation is not wanted.
+#[derive(Debug, Clone)]
+pub struct VoiceBudget {
+    max_sentences: usize,
+    sentences: usize,
+    admitted: usize,
+}
+
+impl VoiceBudget {
+    /// A budget of `max_sentences` sentences (0: no limit).
+    pub fn new(max_sentences: usize) -> VoiceBudget {
+        VoiceBudget { max_sentences, sentences: 0, admitted: 0 }
+    }
+
+    /// The pieces of `pieces` still within the budget.
+    pub fn admit(&mut self, pieces: Vec<String>) -> Vec<String> {
+        let mut out = Vec::new();
+        for piece in pieces {
+            if self.is_full() {
+                break;
+            }
+            if ends_sentence(&piece) {
+                self.sentences += 1;
+            }
+            self.admitted += 1;
+            out.push(piece);
+        }
+        out
+    }
+
+    /// The rest of a generation cut by its token limit: spoken only when it ends a sentence, or
+    /// when nothing at all was said (a fragment is better than silence).
+    pub fn admit_tail(&mut self, tail: Option<String>, cut_by_length: bool) -> Vec<String> {
+        match tail {
+            Some(tail) if !cut_by_length || self.admitted == 0 || ends_sentence(&tail) => self.admit(vec![tail]),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the reply has all the sentences it may have.
+    pub fn is_full(&self) -> bool {
+        self.max_sentences > 0 && self.sentences >= self.max_sentences
+    }
+}
+
+/// Whether `piece` ends a sentence (rather than a clause, or mid-word); a colon or semicolon
+/// counts, as the splitter cuts there too (a small model's "To make tea: 1. Boil…" is otherwise
+/// one endless sentence).
+fn ends_sentence(piece: &str) -> bool {
+    piece.trim_end_matches(['"', '\'', ')']).ends_with(['.', '!', '?', ':', ';'])
+}
+
 /// What is spoken of a sentence: markdown and emphasis marks out, whitespace collapsed.
 fn clean(sentence: &str) -> String {
     let stripped: String = sentence.chars().filter(|ch| !matches!(ch, '*' | '#' | '`' | '_' | '~')).collect();
@@ -110,6 +165,36 @@ mod tests {
             split(&["Hi. ", "How are you today? ", "It costs 3.50 dollars."]),
             ["Hi. How are you today?", "It costs 3.50 dollars."]
         );
+    }
+
+    #[test]
+    fn the_voice_budget_keeps_two_sentences_and_drops_a_cut_tail() {
+        let mut budget = VoiceBudget::new(2);
+        assert_eq!(budget.admit(vec!["Well, the capital of France,".into()]), ["Well, the capital of France,"]);
+        assert!(!budget.is_full(), "a clause is not a sentence");
+        assert_eq!(
+            budget.admit(vec!["as you know, is Paris.".into(), "It is lovely.".into(), "It has a tower.".into()]),
+            ["as you know, is Paris.", "It is lovely."]
+        );
+        assert!(budget.is_full());
+        assert!(budget.admit(vec!["More.".into()]).is_empty());
+        // A tail cut by the token limit mid-sentence is not spoken once something was said…
+        let mut budget = VoiceBudget::new(2);
+        budget.admit(vec!["Sure thing.".into()]);
+        assert!(budget.admit_tail(Some("and then the".into()), true).is_empty());
+        assert_eq!(budget.admit_tail(Some("That is all!".into()), true), ["That is all!"]);
+        // …but is when it is all there is, and a tail that ended normally is always spoken.
+        assert_eq!(VoiceBudget::new(2).admit_tail(Some("and then the".into()), true), ["and then the"]);
+        let mut budget = VoiceBudget::new(2);
+        budget.admit(vec!["Sure thing.".into()]);
+        assert_eq!(budget.admit_tail(Some("ok then".into()), false), ["ok then"]);
+        let mut listing = VoiceBudget::new(2);
+        listing.admit(vec!["To make tea:".into(), "1. Boil the water;".into()]);
+        assert!(listing.is_full(), "a colon or semicolon ends a sentence");
+        // No limit.
+        let mut open = VoiceBudget::new(0);
+        assert_eq!(open.admit(vec!["A.".into(), "B.".into(), "C.".into()]).len(), 3);
+        assert!(!open.is_full());
     }
 
     #[test]

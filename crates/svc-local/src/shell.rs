@@ -57,7 +57,7 @@ pub fn spawn(
         cancelled_through: Arc::new(AtomicU64::new(0)),
         speech_dropped_before: Arc::new(AtomicU64::new(0)),
         shutdown: shutdown.clone(),
-        _permit: permit,
+        permit,
     };
     let task = tokio::spawn(shell.run());
     ProviderSession { input: input_tx, events: event_rx, resumption_handle: handle_rx, shutdown, task }
@@ -91,7 +91,8 @@ struct Shell {
     /// Speech jobs with an id below this are dropped.
     speech_dropped_before: Arc<AtomicU64>,
     shutdown: CancellationToken,
-    _permit: Permit,
+    /// The session's slot: held until the session ends; its threads run the models.
+    permit: Permit,
 }
 
 /// Which lane an outcome frees. `None` as the outcome: the job ended and said nothing more.
@@ -151,12 +152,14 @@ impl Shell {
         }
         let (messages, tools) = self.core.prompt();
         let engines = self.engines.clone();
+        let permit = self.permit.clone();
         let tx = self.outcome_tx.clone();
         self.brain.busy = true;
         tokio::task::spawn_blocking(move || {
-            if let Err(error) =
+            let read = permit.install(|| {
                 engines.smollm().and_then(|model| model.warm_up(&messages, &tools).map_err(|e| e.to_string()))
-            {
+            });
+            if let Err(error) = read {
                 tracing::warn!(%error, "provider_local: could not read the system prompt ahead");
             }
             // The session ended meanwhile.
@@ -237,15 +240,18 @@ impl Shell {
     fn run_brain(&mut self, job: Job) {
         let tx = self.outcome_tx.clone();
         let engines = self.engines.clone();
+        let permit = self.permit.clone();
         match job {
             Job::Transcribe { id, pcm, .. } => {
                 tokio::task::spawn_blocking(move || {
-                    let result = engines.whisper().and_then(|whisper| {
-                        let samples: Vec<f32> = pcm.iter().map(|&s| f32::from(s) / 32_768.0).collect();
-                        whisper
-                            .transcribe(&samples)
-                            .map(|transcript| transcript.text)
-                            .map_err(|error| error.to_string())
+                    let result = permit.install(|| {
+                        engines.whisper().and_then(|whisper| {
+                            let samples: Vec<f32> = pcm.iter().map(|&s| f32::from(s) / 32_768.0).collect();
+                            whisper
+                                .transcribe(&samples)
+                                .map(|transcript| transcript.text)
+                                .map_err(|error| error.to_string())
+                        })
                     });
                     // The session ended meanwhile: nobody waits for this transcript.
                     let _ = tx.blocking_send((LaneKind::Brain, Some(Outcome::Transcribed { id, result })));
@@ -256,7 +262,9 @@ impl Shell {
                 match &self.engines.config().brain {
                     Brain::Embedded => {
                         tokio::task::spawn_blocking(move || {
-                            let result = generate_embedded(&engines, id, &messages, &tools, &params, &cancelled, &tx);
+                            let result = permit.install(|| {
+                                generate_embedded(&engines, id, &messages, &tools, &params, &cancelled, &tx)
+                            });
                             // The session ended meanwhile.
                             let _ = tx.blocking_send((LaneKind::Brain, Some(Outcome::Generated { id, result })));
                         });

@@ -102,7 +102,7 @@ fn assistant_audio(events: &[ProviderEvent]) -> Vec<i16> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local models (svc models install) and espeak-ng; run by scripts/test.sh"]
 async fn a_spoken_question_is_transcribed_answered_and_spoken() {
-    let engines = LocalEngines::new(LocalConfig { models: models(), brain: Brain::Embedded, capacity: 1 });
+    let engines = LocalEngines::new(LocalConfig { models: models(), brain: Brain::Embedded, capacity: 1, threads: 0 });
     let mut session =
         svc_local::start(&setup("You are a helpful geography teacher."), &engines, CancellationToken::new())
             .expect("a slot");
@@ -217,7 +217,7 @@ async fn replies_and_tool_calls_come_from_an_openai_compatible_endpoint() {
         model: "llama-3.1-8b".to_owned(),
         api_key: Some("sk-local".to_owned()),
     };
-    let engines = LocalEngines::new(LocalConfig { models: models(), brain, capacity: 2 });
+    let engines = LocalEngines::new(LocalConfig { models: models(), brain, capacity: 2, threads: 0 });
     let mut config = setup("You are the order desk.");
     config.tools = vec![ToolDecl {
         name: "lookup_order".to_owned(),

@@ -80,6 +80,28 @@ pub struct ToolPolicy {
     pub overrides: BTreeMap<String, Policy>,
 }
 
+impl From<&svc_domain::tools::ToolResponsePolicy> for ToolPolicy {
+    /// The session's `tool_response_policy` as the codecs read it.
+    fn from(policy: &svc_domain::tools::ToolResponsePolicy) -> Self {
+        use svc_domain::tools::{ToolBehavior as Behavior, ToolResponseRule, ToolScheduling};
+        let rule = |rule: &ToolResponseRule| Policy {
+            behavior: match rule.behavior {
+                Behavior::Blocking => ToolBehavior::Blocking,
+                Behavior::NonBlocking => ToolBehavior::NonBlocking,
+            },
+            scheduling: rule.scheduling.map(|scheduling| match scheduling {
+                ToolScheduling::WhenIdle => Scheduling::WhenIdle,
+                ToolScheduling::Silent => Scheduling::Silent,
+                ToolScheduling::Interrupt => Scheduling::Interrupt,
+            }),
+        };
+        ToolPolicy {
+            default: rule(&policy.default),
+            overrides: policy.overrides.iter().map(|(name, r)| (name.clone(), rule(r))).collect(),
+        }
+    }
+}
+
 impl ToolPolicy {
     /// The policy of `tool`.
     pub fn of(&self, tool: &str) -> Policy {
@@ -219,7 +241,7 @@ impl SessionSetup {
                 ToolSpec::Server(kind) => ToolDecl {
                     name: kind.as_str().to_owned(),
                     description: server_tool_description(kind.as_str()).to_owned(),
-                    parameters: serde_json::json!({"type": "object", "properties": {}}),
+                    parameters: server_tool_parameters(kind.as_str()),
                 },
             })
             .collect();
@@ -234,7 +256,7 @@ impl SessionSetup {
             text_only: !agent.audio.output,
             interruption_sensitivity: agent.interruption_sensitivity,
             tools,
-            tool_policy: ToolPolicy::default(),
+            tool_policy: agent.tool_response_policy.as_ref().map(ToolPolicy::from).unwrap_or_default(),
             greeting: agent.greeting.clone(),
             history: Vec::new(),
             resumption_handle: None,
@@ -270,13 +292,34 @@ fn state_tool() -> ToolDecl {
     }
 }
 
+/// The arguments of a server tool, as svc-tools reads them.
+fn server_tool_parameters(kind: &str) -> Value {
+    let text = |name: &str, description: &str, required: bool| {
+        let required: Vec<&str> = if required { vec![name] } else { Vec::new() };
+        serde_json::json!({
+            "type": "object",
+            "properties": {name: {"type": "string", "description": description}},
+            "required": required,
+        })
+    };
+    match kind {
+        "web_search" => text("query", "What to search the web for.", true),
+        "detect_objects" => text("query", "Optional: the kind of objects to look for.", false),
+        "point_at_object" => text("object", "The object to point at, as the user named it.", true),
+        "screen_locate" => text("target", "The on-screen element to find (a button, a field, a label).", true),
+        _ => serde_json::json!({"type": "object", "properties": {}}),
+    }
+}
+
 fn server_tool_description(kind: &str) -> &'static str {
     match kind {
-        "web_search" => "Search the web for current information.",
+        "web_search" => "Search the web for current information; returns a few results with title, url and snippet.",
         "examine_image" => "Look at the latest camera or screen frame and describe it.",
-        "detect_objects" => "Detect objects in the latest camera frame.",
-        "point_at_object" => "Point at an object in the latest camera frame.",
-        "screen_locate" => "Locate an element on the shared screen.",
+        "detect_objects" => {
+            "Detect objects in the latest camera or screen frame; returns labels with boxes (fractions of the frame)."
+        }
+        "point_at_object" => "Find one object in the latest camera frame; returns the point at its centre.",
+        "screen_locate" => "Locate an element on the shared screen; returns its box (fractions of the frame).",
         "end_call" => "End the call when the conversation is over.",
         "speaker_log" => "Record who is speaking.",
         _ => "A tool run by the service.",
@@ -524,7 +567,9 @@ mod tests {
                 "audio": {"output": false},
                 "interruption_sensitivity": "high",
                 "tools": [{"kind": "end_call"}, {"kind": "client", "name": "lookup_order", "description": "Find",
-                    "parameters": {"type": "object", "properties": {}}}]}
+                    "parameters": {"type": "object", "properties": {}}}],
+                "tool_response_policy": {"default": {"behavior": "non_blocking", "scheduling": "silent"},
+                    "overrides": {"lookup_order": {"behavior": "blocking"}}}}
         });
         let request = parse_start(&body, None).expect("valid start");
         let tools = ServerToolAvailability::new([ServerTool::EndCall]);
@@ -546,6 +591,9 @@ mod tests {
         assert_eq!(setup.greeting.as_deref(), Some("Hi!"));
         let names: Vec<&str> = setup.tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["end_call", "lookup_order"]);
+        assert_eq!(setup.tool_policy.of("lookup_order"), Policy { behavior: ToolBehavior::Blocking, scheduling: None });
+        let background = Policy { behavior: ToolBehavior::NonBlocking, scheduling: Some(Scheduling::Silent) };
+        assert_eq!(setup.tool_policy.of("end_call"), background, "the session default");
         assert_eq!(setup.limits.rotate_after, Duration::from_secs(7200 - 300), "xAI cap from the catalog");
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use livekit_protocol as proto;
@@ -13,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::{CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole, RoomCore};
+use crate::local::LocalCounters;
 use crate::model::LeaveReason;
 use crate::udp::{RoomId, UdpMux};
 
@@ -26,6 +28,7 @@ pub(crate) enum RoomCommand {
     JoinLocal {
         request: JoinRequest,
         outputs: mpsc::Sender<LocalOutput>,
+        counters: Arc<LocalCounters>,
         reply: oneshot::Sender<Key>,
     },
     Signal {
@@ -62,6 +65,13 @@ pub(crate) const SIGNAL_QUEUE: usize = 256;
 /// Events queued for one in-process participant; audio beyond it is dropped.
 pub(crate) const LOCAL_QUEUE: usize = 2048;
 
+/// An in-process participant as its room sees it: where its events go, and where what could
+/// not go is counted.
+pub(crate) struct Local {
+    outputs: mpsc::Sender<LocalOutput>,
+    counters: Arc<LocalCounters>,
+}
+
 pub(crate) struct RoomActor {
     pub(crate) id: RoomId,
     pub(crate) name: String,
@@ -69,6 +79,8 @@ pub(crate) struct RoomActor {
     pub(crate) commands: mpsc::Receiver<RoomCommand>,
     pub(crate) sender: mpsc::Sender<RoomCommand>,
     pub(crate) mux: Arc<UdpMux>,
+    /// Datagrams this room's queue refused (counted by the demultiplexer).
+    pub(crate) datagrams_dropped: Arc<AtomicU64>,
     pub(crate) shutdown: CancellationToken,
     /// Called once when the actor ends, to unregister the room.
     pub(crate) on_exit: Box<dyn FnOnce(RoomId) + Send>,
@@ -77,7 +89,7 @@ pub(crate) struct RoomActor {
 impl RoomActor {
     pub(crate) async fn run(mut self) {
         let mut signals: HashMap<Key, mpsc::Sender<proto::signal_response::Message>> = HashMap::new();
-        let mut locals: HashMap<Key, mpsc::Sender<LocalOutput>> = HashMap::new();
+        let mut locals: HashMap<Key, Local> = HashMap::new();
         loop {
             let deadline = self.core.poll_timeout();
             let command = tokio::select! {
@@ -99,9 +111,11 @@ impl RoomActor {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
                 }
-                Some(RoomCommand::JoinLocal { request, outputs, reply }) => {
+                Some(RoomCommand::JoinLocal { request, outputs, counters, reply }) => {
                     let key = self.core.next_key_hint();
-                    locals.insert(key, outputs);
+                    // A participant joins one room once: the cell is empty.
+                    let _ = counters.room_queue.set(self.datagrams_dropped.clone());
+                    locals.insert(key, Local { outputs, counters });
                     let joined = self.core.join_local(now, unix_ms(), request);
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
@@ -146,7 +160,7 @@ impl RoomActor {
     fn carry_out(
         &mut self,
         signals: &mut HashMap<Key, mpsc::Sender<proto::signal_response::Message>>,
-        locals: &mut HashMap<Key, mpsc::Sender<LocalOutput>>,
+        locals: &mut HashMap<Key, Local>,
     ) -> bool {
         let mut too_slow = Vec::new();
         let mut expired = false;
@@ -169,13 +183,15 @@ impl RoomActor {
                         signals.remove(&to);
                     }
                     CoreOutput::Local { to, output } => {
-                        if let Some(sender) = locals.get(&to) {
+                        if let Some(local) = locals.get(&to) {
                             let disconnected =
                                 matches!(output, LocalOutput::Event(crate::model::RoomEvent::Disconnected { .. }));
-                            if let Err(mpsc::error::TrySendError::Full(output)) = sender.try_send(output)
-                                && !matches!(output, LocalOutput::Event(crate::model::RoomEvent::AudioFrame(_)))
-                            {
-                                tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                            if let Err(mpsc::error::TrySendError::Full(output)) = local.outputs.try_send(output) {
+                                if matches!(output, LocalOutput::Event(crate::model::RoomEvent::AudioFrame(_))) {
+                                    local.counters.audio_dropped.fetch_add(1, Ordering::Relaxed);
+                                } else {
+                                    tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                                }
                             }
                             if disconnected {
                                 locals.remove(&to);
@@ -183,7 +199,14 @@ impl RoomActor {
                         }
                     }
                     CoreOutput::RouteAdded { ufrag, key, role } => {
-                        self.mux.add_route(ufrag, self.id, key, role, self.sender.clone());
+                        self.mux.add_route(
+                            ufrag,
+                            self.id,
+                            key,
+                            role,
+                            self.sender.clone(),
+                            self.datagrams_dropped.clone(),
+                        );
                     }
                     CoreOutput::RoutesRemoved { key } => self.mux.remove_routes(self.id, key),
                     CoreOutput::Expired => expired = true,
@@ -199,7 +222,7 @@ impl RoomActor {
                 self.core.signal_closed(now, key, LeaveReason::SignalClosed);
             }
         }
-        locals.retain(|_, sender| !sender.is_closed());
+        locals.retain(|_, local| !local.outputs.is_closed());
         expired
     }
 }

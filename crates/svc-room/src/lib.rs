@@ -27,7 +27,8 @@ mod udp;
 
 pub use core::LocalError;
 pub use local::{
-    LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, RemoteAudioDecoder, RpcError, RpcInvocation, rpc_codes,
+    InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, RemoteAudioDecoder, RpcError,
+    RpcInvocation, rpc_codes,
 };
 pub use model::{
     DataMessage, LeaveReason, Participant, ParticipantKind, RemoteAudioFrame, RoomEvent, TrackPublication,

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,6 +30,35 @@ pub const MAX_RPC_PAYLOAD_BYTES: usize = 15_360;
 const RPC_ACK_TIMEOUT: Duration = Duration::from_secs(7);
 /// Events buffered for the application.
 const EVENT_QUEUE: usize = 2048;
+
+/// Inbound media lost on its way to an in-process participant, by where it was lost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboundDrops {
+    /// Datagrams the room's queue refused because the room fell behind its UDP socket (the
+    /// media of every publisher in the room, which for a session is its user).
+    pub room_queue: u64,
+    /// Audio frames this participant's own queues refused because it fell behind the room.
+    pub participant_queue: u64,
+}
+
+/// Where [`InboundDrops`] are counted: the room's actor, its UDP demultiplexer and the
+/// participant's pump each add what they drop, without a lock.
+#[derive(Debug, Default)]
+pub(crate) struct LocalCounters {
+    /// The room's count of refused datagrams, handed over when the participant joins.
+    pub(crate) room_queue: OnceLock<Arc<AtomicU64>>,
+    /// Audio frames for this participant that a full queue refused.
+    pub(crate) audio_dropped: AtomicU64,
+}
+
+impl LocalCounters {
+    fn snapshot(&self) -> InboundDrops {
+        InboundDrops {
+            room_queue: self.room_queue.get().map_or(0, |count| count.load(Ordering::Relaxed)),
+            participant_queue: self.audio_dropped.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// LiveKit RPC error codes.
 pub mod rpc_codes {
@@ -130,6 +159,7 @@ pub struct LocalParticipant {
     commands: mpsc::Sender<RoomCommand>,
     events: mpsc::Receiver<RoomEvent>,
     rpc: Arc<Mutex<RpcState>>,
+    counters: Arc<LocalCounters>,
 }
 
 impl std::fmt::Debug for LocalParticipant {
@@ -145,11 +175,17 @@ impl LocalParticipant {
         key: Key,
         commands: mpsc::Sender<RoomCommand>,
         outputs: mpsc::Receiver<LocalOutput>,
+        counters: Arc<LocalCounters>,
     ) -> LocalParticipant {
         let (events_in, events) = mpsc::channel(EVENT_QUEUE);
         let rpc = Arc::new(Mutex::new(RpcState::default()));
-        tokio::spawn(pump(outputs, events_in, rpc.clone(), commands.clone(), key));
-        LocalParticipant { room, identity, key, commands, events, rpc }
+        tokio::spawn(pump(outputs, events_in, rpc.clone(), commands.clone(), key, counters.clone()));
+        LocalParticipant { room, identity, key, commands, events, rpc, counters }
+    }
+
+    /// Inbound media lost so far before this participant read it.
+    pub fn inbound_drops(&self) -> InboundDrops {
+        self.counters.snapshot()
     }
 
     /// The room's name.
@@ -407,6 +443,7 @@ async fn pump(
     rpc: Arc<Mutex<RpcState>>,
     commands: mpsc::Sender<RoomCommand>,
     key: Key,
+    counters: Arc<LocalCounters>,
 ) {
     while let Some(output) = outputs.recv().await {
         match output {
@@ -426,8 +463,11 @@ async fn pump(
                 let audio = matches!(event, RoomEvent::AudioFrame(_));
                 let disconnected = matches!(event, RoomEvent::Disconnected { .. });
                 if audio {
-                    // Audio is not worth blocking for: a reader that falls behind loses frames.
-                    let _ = events.try_send(event);
+                    // Audio is not worth blocking for: a reader that falls behind loses frames
+                    // (counted); one that is gone loses nothing it could still read.
+                    if let Err(mpsc::error::TrySendError::Full(_)) = events.try_send(event) {
+                        counters.audio_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
                 } else if events.send(event).await.is_err() {
                     // The application dropped its participant; keep answering RPC regardless.
                 }

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use crate::actor::{LOCAL_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
 use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore};
 use crate::ids::Ids;
-use crate::local::LocalParticipant;
+use crate::local::{LocalCounters, LocalParticipant};
 use crate::model::{LeaveReason, ParticipantKind};
 use crate::signal::RoomLink;
 use crate::token::RoomCredentials;
@@ -215,6 +215,7 @@ impl RoomServer {
             commands,
             sender: sender.clone(),
             mux: self.inner.mux.clone(),
+            datagrams_dropped: Arc::default(),
             shutdown: self.inner.shutdown.clone(),
             on_exit: Box::new(move |id| {
                 if let Some(inner) = weak.upgrade() {
@@ -275,10 +276,16 @@ impl RoomServer {
             client_protocol: 0,
         };
         let (outputs, receiver) = mpsc::channel(LOCAL_QUEUE);
+        let counters = Arc::new(LocalCounters::default());
         let (sender, key) = self
-            .join(room, |reply| RoomCommand::JoinLocal { request: request.clone(), outputs: outputs.clone(), reply })
+            .join(room, |reply| RoomCommand::JoinLocal {
+                request: request.clone(),
+                outputs: outputs.clone(),
+                counters: counters.clone(),
+                reply,
+            })
             .await?;
-        Ok(LocalParticipant::start(room.to_owned(), options.identity, key, sender, receiver))
+        Ok(LocalParticipant::start(room.to_owned(), options.identity, key, sender, receiver, counters))
     }
 
     /// Closes a room: every participant gets a leave with `reason`. Returns whether it existed.

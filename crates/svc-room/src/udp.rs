@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -29,6 +30,8 @@ struct Route {
     key: Key,
     role: PcRole,
     sender: mpsc::Sender<RoomCommand>,
+    /// The room's count of datagrams its queue refused.
+    dropped: Arc<AtomicU64>,
 }
 
 /// A (client, local socket) address pair.
@@ -111,8 +114,11 @@ impl UdpMux {
                 contents: datagram.to_vec(),
                 received_at: Instant::now(),
             };
-            // A room that cannot keep up loses datagrams, exactly as a congested network would.
-            let _ = route.sender.try_send(command);
+            // A room that cannot keep up loses datagrams, exactly as a congested network would;
+            // the room counts them (a session's end reports them). A closed room loses nothing.
+            if let Err(mpsc::error::TrySendError::Full(_)) = route.sender.try_send(command) {
+                route.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -137,10 +143,11 @@ impl UdpMux {
         key: Key,
         role: PcRole,
         sender: mpsc::Sender<RoomCommand>,
+        dropped: Arc<AtomicU64>,
     ) {
         let mut routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         routes.owned.entry((room, key)).or_default().0.push(ufrag.clone());
-        routes.by_ufrag.insert(ufrag, Route { room, key, role, sender });
+        routes.by_ufrag.insert(ufrag, Route { room, key, role, sender, dropped });
     }
 
     /// Forgets every route of a participant.

@@ -15,7 +15,8 @@ use svc_audio::analysis::{best_correlation, speech_like_signal};
 use svc_audio::{FRAME_SAMPLES, OpusEncoder, TrackDecoder};
 use svc_room::client::{ClientError, ClientEvent, ClientOptions, RoomClient};
 use svc_room::{
-    LeaveReason, LocalJoinOptions, LocalParticipant, ParticipantKind, RoomCredentials, RoomEvent, RoomServer,
+    InboundDrops, LeaveReason, LocalJoinOptions, LocalParticipant, ParticipantKind, RoomCredentials, RoomEvent,
+    RoomServer,
 };
 
 mod support;
@@ -408,4 +409,66 @@ async fn pre_encoded_frames_relayed_with_push_opus_arrive_unchanged_on_the_rtp_c
         }
     }
     assert!(track.push_opus(bytes::Bytes::new()).await.is_err(), "an empty frame is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audio_an_in_process_participant_does_not_read_is_dropped_and_counted() {
+    let harness = start().await;
+    let mut agent = harness.agent("backlog").await;
+    let alice = harness.client("backlog", "alice").await;
+    within(WAIT, "alice's publication", alice.publish_audio("microphone")).await.expect("publish");
+    let mut encoder = OpusEncoder::new_voice().expect("encoder");
+    let packet = encoder.encode_frame(&speech_like_signal(FRAME_SAMPLES)).expect("encode");
+    let audio = alice.audio_sender();
+    let mut rtp = 0u64;
+    // Media flows once ICE and DTLS are up: one frame every 20 ms until the agent hears one.
+    let mut priming = 0u64;
+    within(WAIT, "alice's first frame at the agent", async {
+        loop {
+            audio.send_opus(rtp, packet.clone()).expect("send");
+            rtp += FRAME_SAMPLES as u64;
+            priming += 1;
+            if let Ok(Some(RoomEvent::AudioFrame(_))) =
+                tokio::time::timeout(Duration::from_millis(20), agent.next_event()).await
+            {
+                break;
+            }
+        }
+    })
+    .await;
+    assert_eq!(agent.inbound_drops(), InboundDrops::default(), "a participant that reads loses nothing");
+
+    // The agent stops reading while alice sends more than its queues hold (2 × 2048 frames), at
+    // two frames a millisecond: far faster than real time, yet slow enough that her own connection
+    // takes every frame.
+    let mut sent = 0u64;
+    for n in 0..6_000u64 {
+        if audio.send_opus(rtp, packet.clone()).is_ok() {
+            sent += 1;
+        }
+        rtp += FRAME_SAMPLES as u64;
+        if n % 2 == 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    let deadline = Instant::now() + WAIT;
+    while agent.inbound_drops().participant_queue == 0 {
+        assert!(Instant::now() < deadline, "no drop counted after {sent} frames: {:?}", agent.inbound_drops());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // What the queues held is still there to read; what they could not hold was counted.
+    let mut read = 0u64;
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::from_millis(300), agent.next_event()).await {
+        if matches!(event, RoomEvent::AudioFrame(_)) {
+            read += 1;
+        }
+    }
+    let drops = agent.inbound_drops();
+    assert!(read >= 2_000, "what the participant's queue held was delivered: {read}");
+    assert!(
+        read + drops.participant_queue <= sent + priming,
+        "read {read} + dropped {drops:?} ≤ sent {sent} + {priming}"
+    );
+    alice.leave().await;
+    harness.room.shutdown().await;
 }

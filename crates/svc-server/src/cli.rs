@@ -34,6 +34,7 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per process, moved once; boxing buys nothing")]
 enum Command {
     /// Run the service: HTTP API and store, with embedded defaults.
     Serve,
@@ -177,6 +178,10 @@ struct WorkspaceSet {
     /// Most dialled minutes per calendar month (or `none`).
     #[arg(long, value_name = "N|none")]
     dial_minute_limit: Option<Limit>,
+    /// Comma-separated server tool kinds gated off for the workspace (or `none` to clear);
+    /// starts asking for one list it in `ready.rejected_tools` as `gated_off`.
+    #[arg(long, value_name = "KINDS|none")]
+    disabled_server_tools: Option<String>,
     /// Add (or re-activate) an ACTIVE caller number (E.164); repeatable.
     #[arg(long, value_name = "E164")]
     add_caller_number: Vec<String>,
@@ -307,7 +312,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve => serve(config).await,
             Command::Provider(command) => crate::provider_cli::run(&config, command, cli.json).await,
-            Command::Models(command) => models(&config, command).await,
+            Command::Models(command) => models(&config, command, cli.json).await,
             command => admin(config, command, cli.json).await,
         }
     });
@@ -373,6 +378,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         node_id: config.node_id.clone(),
         timing: svc_session::core::Timing::default(),
         phone: phone.clone(),
+        tool_backends: config.tool_backends.clone(),
     });
     let dispatcher = std::sync::Arc::new(crate::dispatch::RuntimeDispatcher(runtime.clone()));
     let app = AppState::with_dispatcher(config, store, dispatcher).await?;
@@ -506,7 +512,7 @@ impl svc_local::install::Progress for StderrProgress {
     }
 }
 
-async fn models(config: &Config, command: ModelsCommand) -> anyhow::Result<()> {
+async fn models(config: &Config, command: ModelsCommand, json: bool) -> anyhow::Result<()> {
     let models = &config.local.config().models;
     match command {
         ModelsCommand::Install { from } => {
@@ -517,13 +523,33 @@ async fn models(config: &Config, command: ModelsCommand) -> anyhow::Result<()> {
             svc_local::install::install(models, &source, &mut StderrProgress { last_percent: 0 }).await?;
             Ok(())
         }
-        ModelsCommand::Status => match config.local.installed() {
-            Ok(()) => {
-                println!("installed in {}", models.root().display());
-                Ok(())
+        ModelsCommand::Status => {
+            let installed = config.local.installed();
+            if json {
+                let local = config.local.config();
+                let brain = match local.brain {
+                    svc_local::Brain::Embedded => "embedded",
+                    svc_local::Brain::Endpoint { .. } => "endpoint",
+                };
+                let missing = installed.as_ref().err().map(|missing| missing.missing.clone());
+                print_json(&json!({
+                    "installed": installed.is_ok(),
+                    "dir": models.root(),
+                    "brain": brain,
+                    "capacity": local.capacity,
+                    "missing": missing,
+                    "install_command": svc_local::models::INSTALL_COMMAND,
+                }));
             }
-            Err(missing) => Err(anyhow::anyhow!("{missing}")),
-        },
+            match installed {
+                Ok(()) if !json => {
+                    println!("installed in {}", models.root().display());
+                    Ok(())
+                }
+                Ok(()) => Ok(()),
+                Err(missing) => Err(anyhow::anyhow!("{missing}")),
+            }
+        }
     }
 }
 
@@ -686,6 +712,19 @@ fn apply_settings(mut settings: WorkspaceSettings, set: &WorkspaceSet) -> anyhow
     if let Some(Limit(limit)) = set.dial_minute_limit {
         settings.dial_minute_limit = limit;
     }
+    if let Some(list) = &set.disabled_server_tools {
+        let mut tools = Vec::new();
+        for kind in list.split(',').map(str::trim).filter(|kind| !kind.is_empty() && *kind != "none") {
+            let tool = svc_domain::tools::ServerTool::from_wire(kind).with_context(|| {
+                let known: Vec<&str> = svc_domain::tools::ServerTool::ALL.iter().map(|t| t.as_str()).collect();
+                format!("unknown server tool `{kind}` (known: {})", known.join(", "))
+            })?;
+            if !tools.contains(&tool) {
+                tools.push(tool);
+            }
+        }
+        settings.disabled_server_tools = tools;
+    }
     Ok(settings)
 }
 
@@ -731,6 +770,8 @@ async fn show_workspace(store: &Store, row: &WorkspaceRow, json: bool) -> anyhow
     );
     println!("  phone calls              {}", s.phone_calls_enabled);
     println!("  dial minute limit        {}", limit(s.dial_minute_limit, "none"));
+    let gated: Vec<&str> = s.disabled_server_tools.iter().map(|tool| tool.as_str()).collect();
+    println!("  disabled server tools    {}", if gated.is_empty() { "none".to_owned() } else { gated.join(", ") });
     for number in numbers {
         println!("  caller number            {} {}", number.number, if number.active { "ACTIVE" } else { "INACTIVE" });
     }

@@ -76,9 +76,30 @@ pub struct ConfigArgs {
     /// TOML model catalog replacing the embedded one.
     #[arg(long, global = true, env = "SVC_MODEL_CATALOG", value_name = "FILE")]
     pub model_catalog: Option<PathBuf>,
-    /// Comma-separated server tool kinds this deployment runs [default: end_call,speaker_log].
+    /// Comma-separated server tool kinds this deployment runs [default: end_call,speaker_log and
+    /// the kinds whose backend is configured below].
     #[arg(long, global = true, env = "SVC_SERVER_TOOLS", value_name = "KINDS")]
     pub server_tools: Option<String>,
+    /// The search API `web_search` runs on: a SearXNG instance (`http://127.0.0.1:8888`), or the
+    /// Brave or Tavily endpoint (their public one when only a key is given).
+    #[arg(long, global = true, env = "SVC_WEB_SEARCH_URL", value_name = "URL")]
+    pub web_search_url: Option<String>,
+    /// The search API's key (Brave: `X-Subscription-Token`; Tavily: `api_key`).
+    #[arg(long, global = true, env = "SVC_WEB_SEARCH_KEY", value_name = "KEY", hide_env_values = true)]
+    pub web_search_key: Option<String>,
+    /// Which search API --web-search-url speaks: searxng, brave or tavily [default: searxng].
+    #[arg(long, global = true, env = "SVC_WEB_SEARCH_API", value_name = "API")]
+    pub web_search_api: Option<String>,
+    /// An OpenAI-compatible API with a vision model (e.g. http://127.0.0.1:8081/v1) that runs
+    /// detect_objects, point_at_object and screen_locate on the latest frame.
+    #[arg(long, global = true, env = "SVC_VISION_URL", value_name = "URL")]
+    pub vision_url: Option<String>,
+    /// Bearer token for --vision-url, if it wants one.
+    #[arg(long, global = true, env = "SVC_VISION_KEY", value_name = "KEY", hide_env_values = true)]
+    pub vision_key: Option<String>,
+    /// The `model` sent to --vision-url (required with it).
+    #[arg(long, global = true, env = "SVC_VISION_MODEL", value_name = "NAME")]
+    pub vision_model: Option<String>,
     /// Minimum SDK versions, `name=version` pairs separated by commas (e.g. `svc-js=1.4.0`).
     #[arg(long, global = true, env = "SVC_SDK_FLOORS", value_name = "NAME=VERSION,…")]
     pub sdk_floors: Option<String>,
@@ -109,6 +130,10 @@ pub struct ConfigArgs {
     /// Most local-provider sessions at once; further starts get 503 [default: 2].
     #[arg(long, global = true, env = "SVC_LOCAL_CAPACITY", value_name = "N")]
     pub local_capacity: Option<usize>,
+    /// Inference threads of each local-provider session (a pool of its own) [default: the
+    /// cores divided among --local-capacity, at least 1].
+    #[arg(long, global = true, env = "SVC_LOCAL_THREADS", value_name = "N")]
+    pub local_threads: Option<usize>,
     /// The SIP trunk phone dial-out calls through (`sip:trunk.example.com:5060`); without it the
     /// dial route answers 403 `phone_calls_disabled`.
     #[arg(long, global = true, env = "SVC_SIP_TRUNK", value_name = "URI")]
@@ -274,6 +299,8 @@ pub struct Config {
     pub model_catalog: svc_domain::model::ModelCatalog,
     /// Server tool kinds this deployment runs.
     pub server_tools: Vec<String>,
+    /// The backends of the tools that need one (search, vision).
+    pub tool_backends: std::sync::Arc<svc_tools::ToolBackends>,
     /// Minimum SDK versions by SDK name.
     pub sdk_floors: Vec<SdkFloor>,
     /// This node's name on the sessions it runs.
@@ -390,6 +417,12 @@ impl ConfigArgs {
             max_session_seconds: self.max_session_seconds.clone().or(file.max_session_seconds),
             model_catalog: self.model_catalog.clone().or(file.model_catalog),
             server_tools: self.server_tools.clone().or(file.server_tools),
+            web_search_url: self.web_search_url.clone().or(file.web_search_url),
+            web_search_key: self.web_search_key.clone().or(file.web_search_key),
+            web_search_api: self.web_search_api.clone().or(file.web_search_api),
+            vision_url: self.vision_url.clone().or(file.vision_url),
+            vision_key: self.vision_key.clone().or(file.vision_key),
+            vision_model: self.vision_model.clone().or(file.vision_model),
             sdk_floors: self.sdk_floors.clone().or(file.sdk_floors),
             node_id: self.node_id.clone().or(file.node_id),
             dev_workspace: self.dev_workspace.or(file.dev_workspace),
@@ -398,6 +431,7 @@ impl ConfigArgs {
             local_llm_model: self.local_llm_model.clone().or(file.local_llm_model),
             local_llm_key: self.local_llm_key.clone().or(file.local_llm_key),
             local_capacity: self.local_capacity.or(file.local_capacity),
+            local_threads: self.local_threads.or(file.local_threads),
             sip_trunk: self.sip_trunk.clone().or(file.sip_trunk),
             sip_username: self.sip_username.clone().or(file.sip_username),
             sip_password: self.sip_password.clone().or(file.sip_password),
@@ -494,22 +528,15 @@ impl ConfigArgs {
                     .map_err(|error| invalid("--model-catalog", format!("{}: {error}", path.display())))?
             }
         };
-        let server_tools: Vec<String> = match &self.server_tools {
-            None => DEFAULT_SERVER_TOOLS.iter().map(|kind| (*kind).to_owned()).collect(),
-            Some(list) => list.split(',').map(|kind| kind.trim().to_owned()).filter(|kind| !kind.is_empty()).collect(),
-        };
-        for kind in &server_tools {
-            match svc_domain::tools::ServerTool::from_wire(kind) {
-                None => return Err(invalid("--server-tools", format!("`{kind}` is not a server tool kind"))),
-                Some(tool) if !svc_domain::tools::ServerTool::RUNNABLE.contains(&tool) => {
-                    return Err(invalid(
-                        "--server-tools",
-                        format!("svc has no backend for `{kind}` (it runs end_call, speaker_log and examine_image)"),
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
+        let (server_tools, tool_backends) = crate::tool_config::resolve(crate::tool_config::ToolArgs {
+            server_tools: self.server_tools,
+            web_search_url: self.web_search_url,
+            web_search_key: self.web_search_key,
+            web_search_api: self.web_search_api,
+            vision_url: self.vision_url,
+            vision_key: self.vision_key,
+            vision_model: self.vision_model,
+        })?;
         let mut sdk_floors = Vec::new();
         for pair in self.sdk_floors.as_deref().unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, version) =
@@ -525,6 +552,7 @@ impl ConfigArgs {
             self.local_llm_model,
             self.local_llm_key,
             self.local_capacity,
+            self.local_threads,
         )?;
         Ok(Config {
             phone,
@@ -539,6 +567,7 @@ impl ConfigArgs {
             max_session_seconds,
             model_catalog,
             server_tools,
+            tool_backends: std::sync::Arc::new(tool_backends),
             sdk_floors,
             node_id,
             dev_workspace: self.dev_workspace.unwrap_or_default() == DevWorkspace::Auto && listen.ip().is_loopback(),
@@ -625,6 +654,7 @@ impl Config {
             max_session_seconds: Some(DEFAULT_MAX_SESSION_SECONDS),
             model_catalog: svc_domain::model::ModelCatalog::embedded().clone(),
             server_tools: DEFAULT_SERVER_TOOLS.iter().map(|kind| (*kind).to_owned()).collect(),
+            tool_backends: std::sync::Arc::default(),
             sdk_floors: Vec::new(),
             node_id: "test-node".to_owned(),
             dev_workspace: false,
@@ -632,6 +662,7 @@ impl Config {
                 models: svc_local::ModelsDir::new(data_dir.join("models")),
                 brain: svc_local::Brain::Embedded,
                 capacity: svc_local::engines::DEFAULT_CAPACITY,
+                threads: 0,
             }),
             phone: None,
         }
@@ -689,6 +720,7 @@ fn local_config(
     llm_model: Option<String>,
     llm_key: Option<String>,
     capacity: Option<usize>,
+    threads: Option<usize>,
 ) -> Result<svc_local::LocalConfig, ConfigError> {
     let models = svc_local::ModelsDir::new(models.unwrap_or_else(|| data_dir.join("models")));
     let brain = match llm_url.as_deref().map(str::trim).filter(|url| !url.is_empty()) {
@@ -717,7 +749,12 @@ fn local_config(
     if !(1..=64).contains(&capacity) {
         return Err(invalid("--local-capacity", "must be 1 to 64"));
     }
-    Ok(svc_local::LocalConfig { models, brain, capacity })
+    let threads = match threads {
+        None => 0,
+        Some(threads @ 1..=256) => threads,
+        Some(_) => return Err(invalid("--local-threads", "must be 1 to 256")),
+    };
+    Ok(svc_local::LocalConfig { models, brain, capacity, threads })
 }
 
 /// Shortest server cap on a session: shorter than any request may ask (60 s), because an operator
@@ -789,10 +826,24 @@ mod tests {
             ConfigArgs { sdk_floors: Some("svc-js".into()), ..Default::default() },
             ConfigArgs { sdk_floors: Some("svc-js=one.two".into()), ..Default::default() },
             ConfigArgs { model_catalog: Some("/nonexistent/models.toml".into()), ..Default::default() },
+            ConfigArgs { local_threads: Some(0), ..Default::default() },
+            ConfigArgs { local_threads: Some(257), ..Default::default() },
         ];
         for args in cases {
             assert!(matches!(resolve(args.clone()), Err(ConfigError::Invalid { .. })), "{args:?}");
         }
+    }
+
+    #[test]
+    fn local_threads_are_a_setting_with_a_default_per_slot() {
+        let config = resolve(ConfigArgs { local_threads: Some(3), ..Default::default() }).expect("valid");
+        assert_eq!((config.local.config().threads, config.local.threads()), (3, 3));
+        let config = resolve(ConfigArgs { local_capacity: Some(2), ..Default::default() }).expect("valid");
+        assert_eq!(config.local.config().threads, 0, "not set");
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        assert_eq!(config.local.threads(), (cores / 2).max(1), "the cores shared among the slots");
+        let one = resolve(ConfigArgs { local_capacity: Some(64), ..Default::default() }).expect("valid");
+        assert_eq!(one.local.threads(), 1.max(cores / 64));
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct DispatchRequest {
     pub room_name: String,
     /// The resolved configuration.
     pub session: Arc<ResolvedSession>,
+    /// The local provider's slot the start route took (`provider_local` only); it goes with the
+    /// session and frees when the session ends (or when a failed dispatch drops it).
+    pub local_slot: Option<svc_local::Permit>,
 }
 
 /// The runtime could not take the session.
@@ -96,6 +99,12 @@ pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
         let _ = dial;
         Box::pin(async { Err(DialRefusal::NoTrunk) })
     }
+
+    /// What the media paths of the sessions that ended here dropped or sent late, summed; `None`
+    /// when nothing runs sessions here.
+    fn media_totals(&self) -> Option<svc_session::media::MediaCounts> {
+        None
+    }
 }
 
 /// Runs sessions in this process with the session runtime.
@@ -109,6 +118,7 @@ impl SessionDispatcher for RuntimeDispatcher {
                 session_id: request.session_id,
                 room_name: request.room_name,
                 session: request.session,
+                local_slot: request.local_slot,
             };
             self.0.start_session(request).await.map_err(|error| DispatchError(error.to_string()))
         })
@@ -116,6 +126,10 @@ impl SessionDispatcher for RuntimeDispatcher {
 
     fn trunk_caller_number(&self) -> Option<String> {
         self.0.trunk_caller_number().map(str::to_owned)
+    }
+
+    fn media_totals(&self) -> Option<svc_session::media::MediaCounts> {
+        Some(self.0.media_totals())
     }
 
     fn dial(&self, dial: PhoneDial) -> PhoneFuture<'_> {

@@ -15,6 +15,7 @@ pub mod playground;
 pub mod provider_cli;
 pub mod routes;
 pub mod telemetry;
+pub mod tool_config;
 
 use std::future::Future;
 

@@ -1,4 +1,5 @@
-//! Prometheus metrics: requests by route and status, a latency histogram, live sessions.
+//! Prometheus metrics: requests by route and status, a latency histogram, live sessions, and the
+//! audio frames ended sessions' media paths dropped or sent late.
 
 use std::time::Instant;
 
@@ -26,6 +27,11 @@ struct RouteLabels {
     route: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: &'static str,
+}
+
 type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 /// The server's metrics and their registry.
@@ -35,6 +41,11 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily,
     live_sessions: Gauge,
+    input_frames_dropped: Family<QueueLabels, Counter>,
+    output_frames_dropped: Counter,
+    output_frames_late: Counter,
+    /// Held while the media counters catch up, so that two scrapes at once add the difference once.
+    media_catch_up: std::sync::Mutex<()>,
 }
 
 impl Default for Metrics {
@@ -54,7 +65,34 @@ impl Metrics {
         registry.register("http_request_duration_seconds", "HTTP request latency by route template", latency.clone());
         let live_sessions = Gauge::default();
         registry.register("live_sessions", "Sessions with status active", live_sessions.clone());
-        Metrics { registry, requests, latency, live_sessions }
+        let input_frames_dropped = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "session_input_frames_dropped",
+            "User audio frames ended sessions lost on the way to the provider, by the queue that refused them",
+            input_frames_dropped.clone(),
+        );
+        let output_frames_dropped = Counter::default();
+        registry.register(
+            "session_output_frames_dropped",
+            "Agent audio frames ended sessions lost (playback overflow, refused by the room)",
+            output_frames_dropped.clone(),
+        );
+        let output_frames_late = Counter::default();
+        registry.register(
+            "session_output_frames_late",
+            "Agent audio frames ended sessions sent more than 20 ms after their due time",
+            output_frames_late.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            live_sessions,
+            input_frames_dropped,
+            output_frames_dropped,
+            output_frames_late,
+            media_catch_up: std::sync::Mutex::new(()),
+        }
     }
 
     fn observe(&self, route: &str, method: &str, status: u16, seconds: f64) {
@@ -67,6 +105,23 @@ impl Metrics {
     /// Sets the live-session gauge.
     pub fn set_live_sessions(&self, count: i64) {
         self.live_sessions.set(count);
+    }
+
+    /// Brings the media counters up to the runtime's sums (which only grow).
+    pub fn set_media_totals(&self, totals: &svc_session::media::MediaCounts) {
+        let _catching_up = self.media_catch_up.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let catch_up = |counter: &Counter, total: u64| {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        };
+        for (queue, total) in [
+            ("room_queue", totals.input_dropped_room_queue),
+            ("agent_queue", totals.input_dropped_agent_queue),
+            ("provider_queue", totals.input_dropped_provider_queue),
+        ] {
+            catch_up(&self.input_frames_dropped.get_or_create(&QueueLabels { queue }), total);
+        }
+        catch_up(&self.output_frames_dropped, totals.output_dropped);
+        catch_up(&self.output_frames_late, totals.output_late);
     }
 
     /// Renders the Prometheus text exposition.

@@ -41,6 +41,10 @@ fn bad_configuration_and_usage_exit_64() {
         &["--jwt-secret", "short", "serve"],
         &["--frobnicate", "serve"],
         &["key", "create", "--workspace", "acme"],
+        // A search API without its URL or key, a vision URL without a model.
+        &["--web-search-api", "brave", "--web-search-url", "http://127.0.0.1:1", "workspace", "list"],
+        &["--web-search-api", "altavista", "workspace", "list"],
+        &["--vision-url", "http://127.0.0.1:1/v1", "workspace", "list"],
     ] {
         let output = run(dir.path(), args);
         assert_eq!(output.status.code(), Some(64), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
@@ -52,6 +56,16 @@ fn bad_configuration_and_usage_exit_64() {
     // The environment twin is read too.
     let output = svc(dir.path(), &["workspace", "list"]).env("SVC_LISTEN", "nope").output().expect("run");
     assert_eq!(output.status.code(), Some(64));
+    let output =
+        svc(dir.path(), &["workspace", "list"]).env("SVC_VISION_URL", "http://127.0.0.1:1/v1").output().expect("run");
+    assert_eq!(output.status.code(), Some(64), "SVC_VISION_URL without SVC_VISION_MODEL");
+    let output = svc(dir.path(), &["workspace", "list"])
+        .env("SVC_VISION_URL", "http://127.0.0.1:1/v1")
+        .env("SVC_VISION_MODEL", "qwen2.5-vl")
+        .env("SVC_WEB_SEARCH_URL", "http://127.0.0.1:8888")
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(run(dir.path(), &["--help"]).status.code(), Some(0));
 }
 
@@ -119,10 +133,21 @@ fn admin_commands_manage_workspaces_keys_and_users() {
     ok(&run(d, &["workspace", "set", "acme", "--max-concurrent-sessions", "unlimited"]));
     let shown: Value = serde_json::from_str(&ok(&run(d, &["--json", "workspace", "show", "acme"]))).expect("json");
     assert_eq!(shown["settings"]["max_concurrent_sessions"], Value::Null);
+    assert_eq!(shown["settings"]["disabled_server_tools"], serde_json::json!([]));
+    ok(&run(d, &["workspace", "set", "acme", "--disabled-server-tools", "web_search, detect_objects,web_search"]));
+    let shown: Value = serde_json::from_str(&ok(&run(d, &["--json", "workspace", "show", "acme"]))).expect("json");
+    assert_eq!(shown["settings"]["disabled_server_tools"], serde_json::json!(["web_search", "detect_objects"]));
+    assert!(
+        ok(&run(d, &["workspace", "show", "acme"])).contains("disabled server tools    web_search, detect_objects")
+    );
+    ok(&run(d, &["workspace", "set", "acme", "--disabled-server-tools", "none"]));
+    let shown: Value = serde_json::from_str(&ok(&run(d, &["--json", "workspace", "show", "acme"]))).expect("json");
+    assert_eq!(shown["settings"]["disabled_server_tools"], serde_json::json!([]), "cleared");
     for bad in [
         &["--add-caller-number", "4155550100"][..],
         &["--entitled-providers", "provider_x"],
         &["--free-minutes", "lots"],
+        &["--disabled-server-tools", "teleport"],
     ] {
         let mut args = vec!["workspace", "set", "acme"];
         args.extend_from_slice(bad);
@@ -366,4 +391,31 @@ fn json_logs_are_one_object_per_line() {
     assert_eq!(event["level"], "INFO");
     let server = Server { child, addr: String::new() };
     assert!(server.terminate().success());
+}
+
+#[test]
+fn models_status_prints_json_with_the_flag_and_text_without() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let models = dir.path().join("models");
+    let models_arg = models.to_str().expect("utf-8");
+    // Nothing installed: exit 1, and the JSON says what is missing and how to install it.
+    let output = run(dir.path(), &["--local-models", models_arg, "models", "status", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let status: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert_eq!((status["installed"].clone(), status["brain"].clone()), (Value::Bool(false), "embedded".into()));
+    assert!(status["missing"].as_str().is_some_and(|file| file.contains("whisper-base")), "{status}");
+    assert_eq!(status["install_command"], "svc models install");
+    // Every file in place (presence is what status checks).
+    for file in svc_local::ModelsDir::new(&models).required_files() {
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("dir");
+        std::fs::write(&file, b"").expect("file");
+    }
+    let status: Value =
+        serde_json::from_str(&ok(&run(dir.path(), &["--local-models", models_arg, "models", "status", "--json"])))
+            .expect("JSON");
+    assert_eq!((status["installed"].clone(), status["missing"].clone()), (Value::Bool(true), Value::Null));
+    assert_eq!(status["dir"], models_arg);
+    assert!(status["capacity"].as_u64().is_some_and(|capacity| capacity >= 1), "{status}");
+    let plain = ok(&run(dir.path(), &["--local-models", models_arg, "models", "status"]));
+    assert_eq!(plain.trim(), format!("installed in {models_arg}"));
 }

@@ -7,6 +7,8 @@
 //! natively at 16 and 24 kHz), optionally through the noise filter, and only for the bound
 //! participant: other participants' frames cost nothing.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use svc_audio::opus::OpusDecoder;
@@ -17,8 +19,9 @@ use svc_store::UsageRecord;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::{DialUpdate, EndStatus, Finish, Output, Peer, SessionCore};
+use crate::core::{DialUpdate, EndStatus, Finish, Output, Peer, Persist, SessionCore, ToolJob, ToolJobOutcome};
 use crate::input::InputAudio;
+use crate::media::{LATE_AFTER, MediaCounts, MediaTotals};
 use crate::persist::{FinalRecord, Persister};
 use crate::recording::{AGENT, RecordingFile, StereoAligner, USER};
 use crate::room::{AgentRoom, AgentRoomEvent, CloseReason};
@@ -92,6 +95,57 @@ pub struct SessionActor<R: AgentRoom> {
     pub clock_origin: (Instant, i64),
     /// Hangs up the session's phone call, once one was placed.
     pub dial_hangup: Option<svc_phone::HangupHandle>,
+    /// What this session's media paths lost or sent late (the room's and the core's shares are
+    /// read when it ends).
+    pub media: MediaCounts,
+    /// The runtime's sums over ended sessions, which this session's counts join at its end.
+    pub media_totals: Arc<MediaTotals>,
+    /// The backends of the server tools that need one (search, vision).
+    pub tool_backends: Arc<svc_tools::ToolBackends>,
+    /// The session's running tool jobs (at most the core's `MAX_TOOL_JOBS`): dropped, and so
+    /// aborted, with the actor.
+    pub tool_jobs: ToolJobs,
+}
+
+/// The tasks of a session's backend tool jobs, by call id.
+#[derive(Debug, Default)]
+pub struct ToolJobs {
+    tasks: tokio::task::JoinSet<(String, ToolJobOutcome)>,
+    handles: HashMap<String, tokio::task::AbortHandle>,
+}
+
+impl ToolJobs {
+    fn start(&mut self, job: ToolJob, backends: Arc<svc_tools::ToolBackends>) {
+        let ToolJob { call_id, tool, arguments, frame } = job;
+        let id = call_id.clone();
+        let handle = self.tasks.spawn(async move {
+            let outcome = backends.run(tool, &arguments, frame.as_ref()).await;
+            (id, outcome)
+        });
+        self.handles.insert(call_id, handle);
+    }
+
+    fn abort(&mut self, call_id: &str) {
+        if let Some(handle) = self.handles.remove(call_id) {
+            handle.abort();
+        }
+    }
+
+    /// The next finished job; pending forever while none runs.
+    async fn next(&mut self) -> (String, ToolJobOutcome) {
+        loop {
+            match self.tasks.join_next().await {
+                Some(Ok((call_id, outcome))) => {
+                    self.handles.remove(&call_id);
+                    return (call_id, outcome);
+                }
+                // An aborted job (its answer went out already) or a panicked one (its backstop
+                // answers the model): nothing to report.
+                Some(Err(_)) => {}
+                None => std::future::pending::<()>().await,
+            }
+        }
+    }
 }
 
 impl<R: AgentRoom> std::fmt::Debug for SessionActor<R> {
@@ -122,9 +176,8 @@ impl<R: AgentRoom> SessionActor<R> {
         let mut provider_open = true;
         let mut shutdown_seen = false;
         let mut commands_open = true;
-        let mut dropped_audio = 0u64;
         let finish = loop {
-            if let Some(finish) = self.carry_outputs(&mut bound, &mut decoding, &mut dropped_audio).await {
+            if let Some(finish) = self.carry_outputs(&mut bound, &mut decoding).await {
                 break finish;
             }
             self.persister.flush();
@@ -162,6 +215,9 @@ impl<R: AgentRoom> SessionActor<R> {
                         }
                     }
                 }
+                (call_id, outcome) = self.tool_jobs.next() => {
+                    self.core.handle_tool_job_done(Instant::now(), &call_id, outcome);
+                }
                 () = sleep => self.core.handle_timeout(Instant::now()),
                 _ = heartbeat.tick() => {
                     let now = Instant::now();
@@ -170,9 +226,11 @@ impl<R: AgentRoom> SessionActor<R> {
                 }
             }
         };
-        if dropped_audio > 0 {
-            tracing::warn!(session.id = %session_id, frames = dropped_audio, "user audio dropped: the adapter fell behind");
+        let media = self.media_counts();
+        if media.input_dropped() > 0 || media.output_dropped > 0 {
+            tracing::warn!(session.id = %session_id, media = %media.to_json(), "audio frames dropped");
         }
+        self.media_totals.add(&media);
         self.teardown(&finish).await;
         finish
     }
@@ -192,13 +250,19 @@ impl<R: AgentRoom> SessionActor<R> {
         }
     }
 
+    /// The session's counts so far: its own, the room's and the core's.
+    fn media_counts(&self) -> MediaCounts {
+        let room = self.room.inbound_drops();
+        MediaCounts {
+            input_dropped_room_queue: room.room_queue,
+            input_dropped_agent_queue: room.participant_queue,
+            output_dropped: self.media.output_dropped + self.core.output_frames_overflowed(),
+            ..self.media
+        }
+    }
+
     /// Carries out every output; returns the end once the core is finished.
-    async fn carry_outputs(
-        &mut self,
-        bound: &mut Option<String>,
-        decoding: &mut Option<Decoding>,
-        dropped_audio: &mut u64,
-    ) -> Option<Finish> {
+    async fn carry_outputs(&mut self, bound: &mut Option<String>, decoding: &mut Option<Decoding>) -> Option<Finish> {
         while let Some(output) = self.core.poll_output() {
             match output {
                 Output::Data { json, to } => {
@@ -211,7 +275,7 @@ impl<R: AgentRoom> SessionActor<R> {
                         tracing::debug!(session.id = %self.core.session_id(), %error, "attributes not set");
                     }
                 }
-                Output::Provider(input) => self.send_to_provider(input, dropped_audio).await,
+                Output::Provider(input) => self.send_to_provider(input).await,
                 Output::Audio { opus, due, silence } => {
                     if !silence && let Some(recording) = self.recording.as_mut() {
                         let mut pcm = Vec::new();
@@ -219,8 +283,13 @@ impl<R: AgentRoom> SessionActor<R> {
                             recording.aligner.push(AGENT, Instant::now(), &pcm);
                         }
                     }
-                    self.flush_recording(Instant::now());
+                    let now = Instant::now();
+                    self.flush_recording(now);
+                    if now > due + LATE_AFTER {
+                        self.media.output_late += 1;
+                    }
                     if let Err(error) = self.room.push_audio(opus, due).await {
+                        self.media.output_dropped += 1;
                         tracing::debug!(session.id = %self.core.session_id(), %error, "agent audio not sent");
                     }
                 }
@@ -228,24 +297,32 @@ impl<R: AgentRoom> SessionActor<R> {
                     *bound = identity;
                     *decoding = None;
                 }
-                Output::Persist(record) => {
+                Output::Persist(mut record) => {
+                    // The end's entry carries what only the shell counted.
+                    if let Persist::Timeline { kind: "session.ended", data, .. } = &mut record
+                        && let Some(fields) = data.as_object_mut()
+                    {
+                        fields.insert("media".to_owned(), self.media_counts().to_json());
+                    }
                     let now_us = self.now_us(Instant::now());
                     self.persister.push(record, now_us);
                 }
+                Output::RunTool(job) => self.tool_jobs.start(job, self.tool_backends.clone()),
+                Output::AbortTool { call_id } => self.tool_jobs.abort(&call_id),
                 Output::Finished(finish) => return Some(finish),
             }
         }
         None
     }
 
-    async fn send_to_provider(&mut self, input: ProviderInput, dropped_audio: &mut u64) {
+    async fn send_to_provider(&mut self, input: ProviderInput) {
         match input {
             // Audio is not worth stalling the session for: a frame the adapter cannot take now
             // is dropped (it is 20 ms; the adapter buffers across reconnects itself).
             audio @ (ProviderInput::NativeAudio(_) | ProviderInput::Audio(_)) => {
                 match self.provider.input.try_send(audio) {
                     Ok(()) | Err(TrySendError::Closed(_)) => {}
-                    Err(TrySendError::Full(_)) => *dropped_audio += 1,
+                    Err(TrySendError::Full(_)) => self.media.input_dropped_provider_queue += 1,
                 }
             }
             input => {
@@ -335,6 +412,8 @@ impl<R: AgentRoom> SessionActor<R> {
     }
 
     async fn teardown(mut self, finish: &Finish) {
+        // No job outlives its session (the core answered or abandoned every one).
+        self.tool_jobs.tasks.abort_all();
         let session_id = self.core.session_id().to_owned();
         let now = Instant::now();
         let ended_us = self.now_us(now);

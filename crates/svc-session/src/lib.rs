@@ -9,11 +9,13 @@
 //!   today: [`room::EmbeddedRoom`]), including the `svc.tool_result` RPC.
 //! - [`input`], [`recording`], [`persist`]: the user's audio on its way in, the stereo recording,
 //!   and the per-session writer task.
+//! - [`media`]: what each media path dropped or delivered late, per session and summed.
 //! - [`runtime`]: [`runtime::Runtime`], which starts sessions and ends them all at shutdown.
 
 pub mod actor;
 pub mod core;
 pub mod input;
+pub mod media;
 pub mod persist;
 pub mod recording;
 pub mod room;

@@ -112,6 +112,11 @@ pub trait AgentRoom: Send + 'static {
     fn push_audio(&self, opus: Bytes, due: Instant) -> impl Future<Output = Result<(), RoomError>> + Send;
     /// Ends the room: every participant leaves with a reason.
     fn close(&self, reason: CloseReason) -> impl Future<Output = ()> + Send;
+    /// The user's audio the room lost before the agent read it, so far (a room that cannot
+    /// lose any, such as a test's, reports none).
+    fn inbound_drops(&self) -> svc_room::InboundDrops {
+        svc_room::InboundDrops::default()
+    }
 }
 
 /// The agent in the embedded room.
@@ -226,6 +231,10 @@ impl AgentRoom for EmbeddedRoom {
 
     async fn push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError> {
         self.track.push_opus_at(opus, due).await
+    }
+
+    fn inbound_drops(&self) -> svc_room::InboundDrops {
+        self.participant.inbound_drops()
     }
 
     async fn close(&self, reason: CloseReason) {

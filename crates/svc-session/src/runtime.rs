@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use crate::actor::{Recording, SessionActor, SessionCommand};
 use crate::core::{AGENT_STATE_ATTRIBUTE, CoreConfig, SessionCore, Timing};
 use crate::input::InputAudio;
+use crate::media::{MediaCounts, MediaTotals};
 use crate::persist::Persister;
 use crate::recording::{RecordingFile, StereoAligner};
 use crate::room::EmbeddedRoom;
@@ -52,6 +53,8 @@ pub struct RuntimeConfig {
     pub timing: Timing,
     /// Phone dial-out, when a SIP trunk is configured.
     pub phone: Option<svc_phone::PhoneService>,
+    /// The backends of the server tools that need one (`web_search`, the vision tools).
+    pub tool_backends: Arc<svc_tools::ToolBackends>,
 }
 
 /// A session to run.
@@ -63,6 +66,9 @@ pub struct SessionRequest {
     pub room_name: String,
     /// The resolved configuration.
     pub session: Arc<ResolvedSession>,
+    /// The local provider's slot, when the start route already took it (`provider_local`);
+    /// without one, a local session takes its slot here.
+    pub local_slot: Option<svc_local::Permit>,
 }
 
 /// Why a session could not be started.
@@ -90,6 +96,8 @@ struct Inner {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     live: AtomicUsize,
+    /// What the ended sessions' media paths dropped or sent late, summed.
+    media_totals: Arc<MediaTotals>,
     /// The sessions running on this node, by id: how the rest of the server reaches one.
     sessions: Mutex<HashMap<String, Running>>,
 }
@@ -164,6 +172,7 @@ impl Runtime {
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 live: AtomicUsize::new(0),
+                media_totals: Arc::default(),
                 sessions: Mutex::new(HashMap::new()),
             }),
         }
@@ -172,6 +181,11 @@ impl Runtime {
     /// Sessions running now.
     pub fn live_sessions(&self) -> usize {
         self.inner.live.load(Ordering::Relaxed)
+    }
+
+    /// What the media paths of the sessions that ended so far dropped or sent late, summed.
+    pub fn media_totals(&self) -> MediaCounts {
+        self.inner.media_totals.snapshot()
     }
 
     /// Starts a session: returns once the agent is in the room and the adapter is connecting.
@@ -194,7 +208,10 @@ impl Runtime {
         let provider = if local {
             let engines =
                 config.local.as_ref().ok_or_else(|| RuntimeError::UnknownFamily(session.model.family.clone()))?;
-            svc_local::start(&setup, engines, CancellationToken::new())?
+            match request.local_slot.clone() {
+                Some(permit) => svc_local::start_with(&setup, engines, permit, CancellationToken::new()),
+                None => svc_local::start(&setup, engines, CancellationToken::new())?,
+            }
         } else {
             svc_provider::start(setup, &config.provider_env, CancellationToken::new())?
         };
@@ -229,6 +246,10 @@ impl Runtime {
             commands: command_rx,
             clock_origin: (started, started_us),
             dial_hangup: None,
+            media: MediaCounts::default(),
+            media_totals: inner.media_totals.clone(),
+            tool_backends: config.tool_backends.clone(),
+            tool_jobs: crate::actor::ToolJobs::default(),
         };
         inner.live.fetch_add(1, Ordering::Relaxed);
         self.sessions().insert(

@@ -153,8 +153,14 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
         node_id: "test".into(),
         timing: svc_session::core::Timing::default(),
         phone: Some(phone.clone()),
+        tool_backends: Default::default(),
     });
-    let request = SessionRequest { session_id: SESSION.into(), room_name: ROOM.into(), session: session_config() };
+    let request = SessionRequest {
+        session_id: SESSION.into(),
+        room_name: ROOM.into(),
+        session: session_config(),
+        local_slot: None,
+    };
     runtime.start_session(request).await.expect("the session runs");
     let user_options = LocalJoinOptions {
         identity: "user".into(),

@@ -71,6 +71,10 @@ async fn settings_round_trip_and_phone_lists(store: Store) {
     let mut settings = WorkspaceSettings {
         max_concurrent_sessions: Some(3),
         entitled_providers: Some(vec!["provider_a".into()]),
+        disabled_server_tools: vec![
+            svc_domain::tools::ServerTool::WebSearch,
+            svc_domain::tools::ServerTool::ScreenLocate,
+        ],
         ..WorkspaceSettings::default()
     };
     settings.consents.video = true;

@@ -24,6 +24,7 @@
 
 mod convert;
 mod ct2;
+mod decoding;
 mod error;
 mod mel;
 mod model;

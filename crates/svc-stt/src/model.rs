@@ -3,8 +3,11 @@
 //!
 //! The network ([`crate::net`]) is read-only; each call keeps its own decoder state, so calls
 //! never see each other's state and need no lock. Short turns are made fast by giving the encoder
-//! only the audio that is there (plus a second, rounded up) instead of Whisper's fixed 30 s: the
-//! encoder's cost grows with its input.
+//! only the speech that is there (plus a short margin, [`crate::decoding::speech_window`]) instead
+//! of Whisper's fixed 30 s: the encoder's cost grows with its input, and a long silent tail is
+//! where the decoder invents a second copy of the sentence. Decoding follows the reference
+//! decoder: greedy, then a temperature fallback when the transcript looks like a loop or the
+//! model is unsure, and the no-speech rule.
 
 use std::ops::Range;
 use std::path::Path;
@@ -12,6 +15,9 @@ use std::path::Path;
 use candle_core::{DType, Device, IndexOp, Tensor};
 
 use crate::convert::{CONFIG_FILE, NEEDED_SPECIALS, REQUIRED_FILES, TOKENIZER_FILE, WEIGHTS_FILE, WhisperConfig};
+use crate::decoding::{
+    Sampler, compression_ratio, drop_repeated_sentences, repetition_cut, speech_window, token_budget,
+};
 use crate::mel::{HOP, LogMel};
 use crate::net::Whisper;
 use crate::tokenizer::Tokenizer;
@@ -19,12 +25,17 @@ use crate::{RATE_HZ, SttError};
 
 /// The longest audio one encoder pass takes (Whisper's window).
 const MAX_WINDOW_SECONDS: usize = 30;
-/// Silence added after the audio before it is encoded: the last word needs some context after it.
-const TAIL_PAD_SECONDS: f32 = 1.0;
-/// The shortest encoder input. Whisper never saw very short windows in training.
-const MIN_WINDOW_SECONDS: usize = 3;
+/// The shortest encoder input, in mel frames (100 a second); shorter audio is padded with silence.
+/// Whisper never saw very short windows in training: at 2 s, short sentences lost words
+/// ("Turn off the lights in the kitchen" came back as "Turn off the light's invocation").
+const MIN_WINDOW_FRAMES: usize = 300;
 /// Tokens generated per window at most, after the prompt (Whisper's own `sample_len`).
 const MAX_NEW_TOKENS: usize = 224;
+/// The reference decoder's temperatures: greedy first, then sampling ever hotter while the
+/// transcript fails [`COMPRESSION_RATIO_THRESHOLD`] or [`LOGPROB_THRESHOLD`].
+const TEMPERATURES: [f32; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
+/// A transcript compressing better than this (zlib) is a loop, not speech.
+const COMPRESSION_RATIO_THRESHOLD: f32 = 2.4;
 /// Audio whose loudest 20 ms is quieter than this RMS (about −54 dBFS) is silence: Whisper normalises
 /// its input, so it would otherwise hear the noise floor as loud sound and invent words for it.
 const SILENCE_RMS: f32 = 0.002;
@@ -32,17 +43,14 @@ const SILENCE_RMS: f32 = 0.002;
 const NO_SPEECH_THRESHOLD: f32 = 0.6;
 /// …and the mean log-probability of the decoded tokens is below this.
 const LOGPROB_THRESHOLD: f32 = -1.0;
-/// A tail of repeats at least this many tokens long (with 3+ copies) is a decoding loop.
-const REPEAT_SPAN: usize = 12;
-/// The longest repeated pattern, in tokens, the loop guard looks for.
-const REPEAT_MAX_PERIOD: usize = 16;
 
 /// How much audio the encoder sees per window: the trade between speed and accuracy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AudioContext {
-    /// The audio present plus one second of silence, rounded up to whole seconds (at least 3 s).
-    /// Several times faster than [`AudioContext::Full`] for short turns, and as accurate on
-    /// average, but a word here and there can differ (see the crate's tests).
+    /// The speech present, from 0.3 s before it to 0.4 s after it (at least 3 s): no silent
+    /// tail for the decoder to fill. Several times faster than [`AudioContext::Full`] for short
+    /// turns, and as accurate on average, but a word here and there can differ (see the crate's
+    /// tests).
     #[default]
     Fitted,
     /// Whisper's full 30 s window, as in training, whatever the audio's length: the reference
@@ -180,7 +188,7 @@ impl WhisperModel {
                 continue;
             }
             let ids = self.transcribe_window(audio)?;
-            let piece = self.tokenizer.decode(&ids);
+            let piece = drop_repeated_sentences(self.tokenizer.decode(&ids).trim());
             let piece = piece.trim();
             if !piece.is_empty() {
                 if !text.is_empty() {
@@ -195,13 +203,36 @@ impl WhisperModel {
 
     /// The text tokens of one window of at most 30 s.
     fn transcribe_window(&self, audio: &[f32]) -> Result<Vec<u32>, SttError> {
+        let (audio, pad) = match self.context {
+            AudioContext::Fitted => {
+                let (window, pad) = speech_window(audio);
+                (&audio[window], pad)
+            }
+            AudioContext::Full => (audio, 0),
+        };
         let n_frames = match self.context {
-            AudioContext::Fitted => encoder_frames(audio.len(), self.config.max_source_positions),
+            AudioContext::Fitted => encoder_frames(audio.len() + pad, self.config.max_source_positions),
             AudioContext::Full => {
                 encoder_frames(MAX_WINDOW_SECONDS * RATE_HZ as usize, self.config.max_source_positions)
             }
         };
-        let d = self.decode(audio, n_frames)?;
+        let mel = self.mel.compute(audio, n_frames);
+        let mel = Tensor::from_vec(mel, (1, self.mel.n_mels(), n_frames), &self.device)?;
+        let features = self.whisper.encoder.forward(&mel)?;
+        let budget = token_budget(audio.len()).min(MAX_NEW_TOKENS);
+        let mut decoded = None;
+        for (attempt, &temperature) in TEMPERATURES.iter().enumerate() {
+            let d = self.decode(&features, budget, Sampler::new(temperature, attempt as u64 + 1))?;
+            let avg_logprob = d.avg_logprob();
+            let ratio = compression_ratio(&self.tokenizer.decode(&d.tokens));
+            let silent = d.no_speech_prob > NO_SPEECH_THRESHOLD && avg_logprob < LOGPROB_THRESHOLD;
+            let fails = ratio > COMPRESSION_RATIO_THRESHOLD || avg_logprob < LOGPROB_THRESHOLD;
+            decoded = Some(d);
+            if silent || !fails {
+                break;
+            }
+        }
+        let Some(d) = decoded else { return Ok(Vec::new()) };
         // Whisper's own rule for "nothing was said": likely no speech, and an unsure transcript.
         if d.no_speech_prob > NO_SPEECH_THRESHOLD && d.avg_logprob() < LOGPROB_THRESHOLD {
             return Ok(Vec::new());
@@ -209,18 +240,16 @@ impl WhisperModel {
         Ok(d.tokens)
     }
 
-    /// Greedy decoding of `audio` encoded as `n_frames` mel frames.
-    fn decode(&self, audio: &[f32], n_frames: usize) -> Result<Decoded, SttError> {
-        let mel = self.mel.compute(audio, n_frames);
-        let mel = Tensor::from_vec(mel, (1, self.mel.n_mels(), n_frames), &self.device)?;
-        let features = self.whisper.encoder.forward(&mel)?;
-
+    /// Decodes encoded audio (`features`) with `sampler`, at most `budget` text tokens.
+    fn decode(&self, features: &Tensor, budget: usize, mut sampler: Sampler) -> Result<Decoded, SttError> {
         let s = self.specials;
+        // English pinned: the pipeline speaks English, and Whisper base guessing the language of
+        // a short turn is one more way to hear words that were not said.
         let mut tokens = vec![s.sot, s.english, s.transcribe, s.no_timestamps];
         let prompt_len = tokens.len();
-        let max_len = (prompt_len + MAX_NEW_TOKENS).min(self.config.max_target_positions);
+        let max_len = (prompt_len + budget).min(self.config.max_target_positions);
         let decoder = &self.whisper.decoder;
-        let mut state = decoder.start(&features)?;
+        let mut state = decoder.start(features)?;
         // The prompt in one pass; Whisper reads P(no speech) off the prediction after start-of-transcript.
         let logits = decoder.step(&mut state, &tokens, &[0, prompt_len - 1])?;
         let no_speech_prob = match s.no_speech {
@@ -232,7 +261,7 @@ impl WhisperModel {
         while tokens.len() < max_len {
             let first = tokens.len() == prompt_len;
             let suppress = if first { &self.suppress_begin } else { &self.suppress };
-            let (next, logprob) = greedy(&logits, suppress);
+            let (next, logprob) = sampler.pick(&logits, suppress);
             sum_logprob += logprob;
             if next == s.eot {
                 break;
@@ -267,27 +296,13 @@ impl Decoded {
     }
 }
 
-/// Mel frames to encode `n_samples` of audio: the audio plus [`TAIL_PAD_SECONDS`], rounded up to a
-/// whole second, at least [`MIN_WINDOW_SECONDS`] and at most what the encoder's positions allow.
+/// Mel frames to encode `n_samples` of audio: every sample (the caller already kept a margin
+/// after the speech), an even count (the encoder's second convolution halves the frames), at
+/// least [`MIN_WINDOW_FRAMES`] and at most what the encoder's positions allow.
 fn encoder_frames(n_samples: usize, max_source_positions: usize) -> usize {
-    let seconds = (n_samples as f32 / RATE_HZ as f32 + TAIL_PAD_SECONDS).ceil() as usize;
-    let frames_per_second = RATE_HZ as usize / HOP;
-    // The encoder's second convolution halves the frames: each position is two frames.
-    let max_frames = (max_source_positions * 2).min(MAX_WINDOW_SECONDS * frames_per_second);
-    (seconds.max(MIN_WINDOW_SECONDS) * frames_per_second).min(max_frames)
-}
-
-/// The most likely allowed token and its log-probability among the allowed tokens.
-fn greedy(logits: &[f32], suppress: &[bool]) -> (u32, f32) {
-    let allowed = || logits.iter().zip(suppress).enumerate();
-    let mut best = (0usize, f32::NEG_INFINITY);
-    for (i, (&l, &s)) in allowed() {
-        if !s && l > best.1 {
-            best = (i, l);
-        }
-    }
-    let sum: f32 = allowed().filter(|(_, (_, s))| !**s).map(|(_, (&l, _))| (l - best.1).exp()).sum();
-    (best.0 as u32, -sum.ln())
+    let frames = n_samples.div_ceil(HOP).next_multiple_of(2);
+    let max_frames = (max_source_positions * 2).min(MAX_WINDOW_SECONDS * RATE_HZ as usize / HOP);
+    frames.max(MIN_WINDOW_FRAMES).min(max_frames)
 }
 
 /// Softmax of `logits` at `index`.
@@ -295,25 +310,6 @@ fn softmax_at(logits: &[f32], index: usize) -> f32 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
     logits.get(index).map_or(0.0, |&l| (l - max).exp() / sum)
-}
-
-/// When `tokens` ends in a loop (a pattern of up to [`REPEAT_MAX_PERIOD`] tokens repeated 3+ times
-/// over at least [`REPEAT_SPAN`] tokens), how many tokens to keep: everything up to and including
-/// the pattern's first copy. Greedy decoding can fall into such loops on unclear audio.
-fn repetition_cut(tokens: &[u32]) -> Option<usize> {
-    let n = tokens.len();
-    for period in 1..=REPEAT_MAX_PERIOD {
-        let copies = REPEAT_SPAN.div_ceil(period).max(3);
-        let span = period * copies;
-        if span > n {
-            continue;
-        }
-        let tail = &tokens[n - span..];
-        if tail.chunks_exact(period).all(|c| c == &tail[..period]) {
-            return Some(n - span + period);
-        }
-    }
-    None
 }
 
 /// True when no 20 ms of `audio` is louder than [`SILENCE_RMS`].
@@ -383,35 +379,11 @@ mod tests {
     fn encoder_input_is_sized_to_the_audio() {
         let rate = RATE_HZ as usize;
         assert_eq!(encoder_frames(0, 1500), 300);
-        assert_eq!(encoder_frames(3 * rate, 1500), 400);
-        assert_eq!(encoder_frames(5 * rate + 1, 1500), 700);
-        assert_eq!(encoder_frames(29 * rate + 1, 1500), 3000);
-        assert_eq!(encoder_frames(30 * rate, 1500), 3000);
+        assert_eq!(encoder_frames(2 * rate, 1500), 300);
+        assert_eq!(encoder_frames(3 * rate + 1, 1500), 302, "every sample, an even count");
+        assert_eq!(encoder_frames(29 * rate + 1, 1500), 2902);
+        assert_eq!(encoder_frames(31 * rate, 1500), 3000);
         assert_eq!(encoder_frames(30 * rate, 100), 200);
-    }
-
-    #[test]
-    fn loops_are_cut_after_their_first_copy() {
-        assert_eq!(repetition_cut(&[1, 2, 3]), None);
-        let ones = vec![7u32; 12];
-        assert_eq!(repetition_cut(&ones), Some(1));
-        let mut t = vec![1, 2];
-        for _ in 0..3 {
-            t.extend([5, 6, 7, 8]);
-        }
-        assert_eq!(repetition_cut(&t), Some(6));
-        // "no, no, no" is speech, not a loop.
-        assert_eq!(repetition_cut(&[3, 4, 3, 4, 3, 4]), None);
-    }
-
-    #[test]
-    fn greedy_skips_suppressed_tokens() {
-        let logits = [0.0, 5.0, 1.0, 1.0];
-        let (id, lp) = greedy(&logits, &[false, true, false, false]);
-        assert_eq!(id, 2);
-        // Allowed: e^0, e^1, e^1 → log(e / (1 + 2e)).
-        let want = 1.0 - (1.0 + 2.0 * 1f32.exp()).ln();
-        assert!((lp - want).abs() < 1e-5);
         assert!((softmax_at(&[0.0, 0.0], 1) - 0.5).abs() < 1e-6);
     }
 

@@ -11,7 +11,7 @@ mod common;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use common::{model, silence, speak, wer};
+use common::{model, silence, speak, speak_as, wer};
 use svc_stt::{AudioContext, RATE_HZ, SttError, Transcript, WhisperModel};
 
 /// Transcribes `audio`, printing how long it took.
@@ -84,6 +84,42 @@ fn everyday_sentences_within_ten_percent_wer() {
     ] {
         assert_heard(sentence, 0.10);
     }
+}
+
+/// The doubled transcript of issue 27: a short turn as the pipeline cuts it (0.3 s of silence
+/// before the speech, 0.3–0.45 s after) came back as the sentence twice, because the window was
+/// rounded up to whole seconds and the decoder filled the silent tail. Exactly one copy now.
+#[test]
+#[ignore = "needs the local models (svc models install)"]
+fn a_short_turn_is_heard_once_not_twice() {
+    let m = model();
+    let (mut errors, mut words) = (0.0, 0usize);
+    for sentence in [
+        "How many minutes are left until sunset?",
+        "Can you remind me to buy milk on the way home?",
+        "Where is the nearest train station?",
+        "Turn off the lights in the kitchen.",
+    ] {
+        for (voice, speed) in [("en-us", 150), ("en-gb", 175)] {
+            for after in [0.3, 0.45] {
+                let mut audio = silence(0.3);
+                audio.extend(speak_as(sentence, voice, speed));
+                audio.extend(silence(after));
+                let out = m.transcribe(&audio).unwrap_or_else(|e| panic!("{sentence}: {e}"));
+                let said = sentence.split_whitespace().count();
+                let heard = out.text.split_whitespace().count();
+                eprintln!("{voice} {speed} wpm, {after} s after: {:?}", out.text);
+                assert!(heard <= said + 1, "{voice} {speed} wpm, {after} s after {sentence:?}: heard {:?}", out.text);
+                errors += wer(sentence, &out.text) * said as f64;
+                words += said;
+            }
+        }
+    }
+    // Words, as opposed to doubles, are not this test's subject; the fitted window does miss
+    // some ("Turn off the light's invocation" for "… lights in the kitchen", which the full
+    // 30 s window hears right), so the bar is on the whole set.
+    let rate = errors / words as f64;
+    assert!(rate <= 0.15, "WER {:.1} % over the set", rate * 100.0);
 }
 
 #[test]

@@ -33,6 +33,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("svc-provider", 2),
     ("svc-room", 2),
     ("svc-local", 3),
+    ("svc-tools", 3),
     ("svc-phone", 3),
     ("svc-session", 4),
     ("svc-server", 5),
@@ -55,6 +56,7 @@ const SHIPPED: &[&str] = &[
     "svc-rtp",
     "svc-phone",
     "svc-local",
+    "svc-tools",
     "svc-session",
     "svc-server",
 ];
@@ -126,18 +128,21 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     // The phone bridge's mix and attribute vocabulary are sans-IO; its service and call tasks are not.
     ("svc-phone/src/mixer.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-phone/src/attributes.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    // The outside tool backends: requests and answers are sans-IO; `http.rs` is their shell.
+    ("svc-tools/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &["svc-tools/src/http.rs"]),
     // The session as a state machine.
     ("svc-session/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
 ];
 
-/// Where HTTP may appear: the API, the room's signal server, the provider's HTTP client, and the
-/// test doubles and tools.
+/// Where HTTP may appear: the API, the room's signal server, the provider's HTTP client, the tool
+/// backends' client, and the test doubles and tools.
 const HTTP_EDGES: &[&str] = &[
     "svc-server/",
     "svc-room/src/signal.rs",
     "svc-room/src/server.rs",
     "svc-provider/src/http.rs",
     "svc-local/src/install.rs",
+    "svc-tools/src/http.rs",
     "svc-testkit/",
     "svc-bench/",
 ];

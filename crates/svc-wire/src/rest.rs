@@ -420,6 +420,11 @@ pub struct AgentConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub state: Option<serde_json::Value>,
+    /// Whether the model waits for each tool's result, and when non-blocking results reach the
+    /// conversation; problems are 422 `invalid_tool_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ToolResponsePolicyDoc>)]
+    pub tool_response_policy: Option<serde_json::Value>,
 }
 
 /// `POST /agents` body.
@@ -624,6 +629,58 @@ pub struct InlineAgentDoc {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub state: Option<serde_json::Value>,
+    /// Whether the model waits for each tool's result, and when non-blocking results reach the
+    /// conversation (provider_a on the wire; OpenAI Realtime and xAI emulate it); problems are 422
+    /// `invalid_tool_config`.
+    #[serde(default)]
+    pub tool_response_policy: Option<ToolResponsePolicyDoc>,
+}
+
+/// `agent.tool_response_policy`: a session default and per-tool overrides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResponsePolicyDoc {
+    /// Applies to every tool without an override [default: `{"behavior": "blocking"}`].
+    #[serde(default)]
+    pub default: Option<ToolResponseRuleDoc>,
+    /// Rules by tool name (a client tool's `name` or a server tool's kind); each must name a tool
+    /// of the agent.
+    #[serde(default)]
+    pub overrides: Option<std::collections::BTreeMap<String, ToolResponseRuleDoc>>,
+}
+
+/// One rule of the tool-response policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResponseRuleDoc {
+    /// `blocking`: the model waits for the result; `non_blocking`: it keeps talking.
+    pub behavior: ToolBehaviorDoc,
+    /// When a non-blocking result reaches the conversation [default: `when_idle`]; not allowed on
+    /// a `blocking` rule.
+    #[serde(default)]
+    pub scheduling: Option<ToolSchedulingDoc>,
+}
+
+/// `tool_response_policy` behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolBehaviorDoc {
+    /// The model waits for the result.
+    Blocking,
+    /// The model keeps talking; the result arrives per `scheduling`.
+    NonBlocking,
+}
+
+/// `tool_response_policy` scheduling of non-blocking results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolSchedulingDoc {
+    /// After the current turn.
+    WhenIdle,
+    /// Into the context; nothing is said.
+    Silent,
+    /// Now, cutting current speech.
+    Interrupt,
 }
 
 /// Catalog agent fields.

@@ -24,6 +24,16 @@ export type ListSessionsQuery = NonNullable<operations['list_sessions']['paramet
  */
 export type SessionConfig = Omit<Schemas['SessionConfigDoc'], 'sdk' | 'type'>;
 
+/**
+ * An inline agent's `tool_response_policy`: whether the model waits for each tool's result
+ * (`blocking`) or keeps talking (`non_blocking`), and when a non-blocking result reaches the
+ * conversation (`when_idle`, the default; `silent`; `interrupt`), as a session default plus
+ * per-tool overrides keyed by tool name. Problems are 422 `invalid_tool_config`.
+ */
+export type ToolResponsePolicy = Schemas['ToolResponsePolicyDoc'];
+/** One rule of a {@link ToolResponsePolicy}. */
+export type ToolResponseRule = Schemas['ToolResponseRuleDoc'];
+
 /** `name/version`, the `X-Svc-SDK` header value. */
 export const SDK_HEADER_VALUE = `${SDK_NAME}/${SDK_VERSION}`;
 

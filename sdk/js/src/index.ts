@@ -7,6 +7,8 @@ export {
   errorFrom,
   type ApiOptions,
   type SessionConfig,
+  type ToolResponsePolicy,
+  type ToolResponseRule,
   type StartResponse,
   type StartTimings,
   type CredentialInfo,

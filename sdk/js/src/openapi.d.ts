@@ -369,6 +369,7 @@ export interface components {
              *     `svc.session-state` after each write.
              */
             state?: Record<string, unknown> | null;
+            tool_response_policy?: null | components["schemas"]["ToolResponsePolicyDoc"];
             /**
              * @description The agent's published tool specs (at most 10,000), checked with the start's rules. A
              *     catalog start runs only the tools it sends itself (spec), so clients read these and pass
@@ -609,6 +610,7 @@ export interface components {
              *     `svc.session-state` after each write.
              */
             state?: Record<string, unknown> | null;
+            tool_response_policy?: null | components["schemas"]["ToolResponsePolicyDoc"];
             /** @description Tool specs discriminated on `kind` (at most 128). */
             tools?: components["schemas"]["ToolDoc"][] | null;
             voice?: null | components["schemas"]["VoiceDoc"];
@@ -787,7 +789,7 @@ export interface components {
             /** @description SDK version (1 to 64 chars; compared as `major.minor.patch` against `--sdk-floors`). */
             version: string;
         };
-        /** @description A server-executed tool; only `kind`. One this deployment does not run is listed in `ready.rejected_tools` and the session starts without it. */
+        /** @description A server-executed tool; only `kind`. One this deployment does not run (`not_configured`), or the workspace gated off (`gated_off`), is listed in `ready.rejected_tools` and the session starts without it. */
         ServerToolDoc: {
             /** @enum {string} */
             kind: "web_search" | "examine_image" | "detect_objects" | "point_at_object" | "screen_locate" | "end_call" | "speaker_log";
@@ -966,6 +968,11 @@ export interface components {
             /** @description Event type slug (`session.started`, `transcript.user`, `tool.call`, …). */
             type: string;
         };
+        /**
+         * @description `tool_response_policy` behaviour.
+         * @enum {string}
+         */
+        ToolBehaviorDoc: "blocking" | "non_blocking";
         /** @description A tool spec, discriminated on `kind`. Names are unique within a session (a duplicate is 422 `invalid_tool_config`); kinds `catalog` and `server` are rejected the same way. */
         ToolDoc: components["schemas"]["ClientToolDoc"] | components["schemas"]["ServerToolDoc"];
         /** @description A nested JSON Schema with the same restricted keywords. */
@@ -991,6 +998,28 @@ export interface components {
             /** @enum {string} */
             type: "object";
         };
+        /** @description `agent.tool_response_policy`: a session default and per-tool overrides. */
+        ToolResponsePolicyDoc: {
+            default?: null | components["schemas"]["ToolResponseRuleDoc"];
+            /**
+             * @description Rules by tool name (a client tool's `name` or a server tool's kind); each must name a tool
+             *     of the agent.
+             */
+            overrides?: {
+                [key: string]: components["schemas"]["ToolResponseRuleDoc"];
+            } | null;
+        };
+        /** @description One rule of the tool-response policy. */
+        ToolResponseRuleDoc: {
+            /** @description `blocking`: the model waits for the result; `non_blocking`: it keeps talking. */
+            behavior: components["schemas"]["ToolBehaviorDoc"];
+            scheduling?: null | components["schemas"]["ToolSchedulingDoc"];
+        };
+        /**
+         * @description `tool_response_policy` scheduling of non-blocking results.
+         * @enum {string}
+         */
+        ToolSchedulingDoc: "when_idle" | "silent" | "interrupt";
         /**
          * @description Transcript role in REST.
          * @enum {string}

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 
-import { SvcApi, SvcApiError, SDK_HEADER_VALUE } from '../src/api.js';
+import { SvcApi, SvcApiError, SDK_HEADER_VALUE, type SessionConfig, type ToolResponsePolicy } from '../src/api.js';
 import {
   CHUNK_BYTES,
   ENVELOPE_THRESHOLD_BYTES,
@@ -262,6 +262,25 @@ describe('SvcApi', () => {
     assert.deepEqual(JSON.parse(call?.init.body as string), {
       agent: { type: 'inline', greeting: 'Hi' }, type: 'session-config', sdk: { name: SDK_NAME, version: SDK_VERSION },
     });
+  });
+
+  it('sends an inline agent\'s tool-response policy as typed', async () => {
+    const calls: Call[] = [];
+    const response = { livekit_url: 'ws://h/room', token: 't', room_name: 'r', session_id: 's', timings: {} };
+    const api = new SvcApi({ baseUrl: 'http://h:8080', credential: async () => 'key-1', fetch: fakeFetch(200, response, calls) });
+    const policy: ToolResponsePolicy = {
+      default: { behavior: 'non_blocking', scheduling: 'when_idle' },
+      overrides: { lookup_order: { behavior: 'blocking' } },
+    };
+    const config: SessionConfig = {
+      agent: {
+        type: 'inline',
+        tools: [{ kind: 'client', name: 'lookup_order', description: 'Find an order.' }, { kind: 'web_search' }],
+        tool_response_policy: policy,
+      },
+    };
+    await api.startSession(config);
+    assert.deepEqual(JSON.parse(calls[0]?.init.body as string).agent.tool_response_policy, policy);
   });
 
   it('turns the error envelope (and a 401 detail) into SvcApiError', async () => {

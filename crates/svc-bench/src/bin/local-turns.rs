@@ -17,9 +17,21 @@
 //! reply start during the end-of-turn silence, so the STT and LLM columns show only what is left
 //! of them once the turn has ended; with it off they are each stage's whole time.
 //!
-//! Usage: `cargo run --release -p svc-bench --bin local-turns -- [--turns 20] [--sessions 1,2,3]`
-//! with the models installed (`svc models install`; `SVC_LOCAL_MODELS` or
-//! `./target/local-models`). The report is Markdown on stdout; progress goes to stderr.
+//! Beside latency, per configuration: the word error rate of the user transcripts (the questions
+//! are spoken by espeak-ng in two voices, `en-us` and `en-gb`, at 150–175 words per minute), the
+//! words per reply, the share of replies in English (a reply counts as English when at least 15 %
+//! of its words are among the most common English function words — a crude check, but French or
+//! Spanish replies score near 0), and the total latency per turn index (p50 / p95 over the
+//! sessions and `--repeats`), so that growth over a conversation shows. `--hog` runs a thread
+//! that spins on one core beside the sessions (other work on the machine).
+//!
+//! The sessions run the pipeline in-process (`svc_local::start`, as the runtime does), not through
+//! the room: the room adds Opus coding and pacing, a few milliseconds (see the room benchmarks).
+//!
+//! Usage: `cargo run --release -p svc-bench --bin local-turns -- [--turns 12] [--sessions 1,2]
+//! [--repeats 1] [--hog] [--threads N]` with the models installed (`svc models install`;
+//! `SVC_LOCAL_MODELS` or `./target/local-models`). The report is Markdown on stdout; progress
+//! goes to stderr.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,30 +45,53 @@ use svc_local::{Brain, LocalConfig, LocalEngines, ModelsDir};
 use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup};
 use tokio_util::sync::CancellationToken;
 
-/// Questions a user might ask; each session cycles through them from its own offset.
+/// Everyday English requests, none naming another country or language (the small model
+/// answered a question about France in French for the rest of the conversation); each session
+/// cycles through them from its own offset.
 const QUESTIONS: [&str; 12] = [
-    "What is the capital of France?",
-    "Can you recommend a good book?",
-    "How is the weather today?",
-    "What time does the store open?",
-    "Tell me a fun fact about the ocean.",
+    "Can you recommend a good book for the weekend?",
     "How do I make a cup of tea?",
-    "What is your favorite color?",
-    "Where should I go on holiday?",
-    "How many legs does a spider have?",
     "What should I cook for dinner tonight?",
-    "Why is the sky blue?",
     "Can you help me plan my day?",
+    "How many minutes are left until sunset?",
+    "Tell me a fun fact about the ocean.",
+    "What is a good way to fall asleep faster?",
+    "Can you remind me to buy milk on the way home?",
+    "How long should I boil an egg?",
+    "What is your favorite season of the year?",
+    "Why is the sky blue?",
+    "Give me one tip for a job interview.",
+];
+
+/// (voice, words per minute) of turn `i`: two voices at varied speeds.
+const VOICES: [(&str, u32); 4] = [("en-us", 150), ("en-gb", 165), ("en-us", 175), ("en-gb", 150)];
+
+/// Common English function words, for the crude "is this reply English" check.
+const ENGLISH_WORDS: &[&str] = &[
+    "the", "a", "an", "and", "or", "but", "is", "are", "was", "were", "be", "to", "of", "in", "on", "at", "for",
+    "with", "it", "its", "this", "that", "you", "your", "i", "we", "they", "he", "she", "my", "me", "can", "do",
+    "does", "have", "has", "not", "so", "if", "as", "by", "from", "what", "how", "why", "when", "there", "here",
+    "some", "one", "good", "great", "will", "would", "should", "could", "just", "like", "about", "more", "time", "yes",
+    "no", "sure", "try", "make", "get", "up", "out", "all",
 ];
 
 #[derive(Debug, Parser)]
 struct Args {
     /// Turns per session.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 12)]
     turns: usize,
     /// Concurrent sessions to measure, comma-separated.
-    #[arg(long, default_value = "1,2,3", value_delimiter = ',')]
+    #[arg(long, default_value = "1,2", value_delimiter = ',')]
     sessions: Vec<usize>,
+    /// Conversations per session count (more samples per turn index).
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
+    /// A thread spinning on one core beside the sessions.
+    #[arg(long)]
+    hog: bool,
+    /// Inference threads per session (`--local-threads`; 0: svc's default).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
     /// The end-of-turn silence (`silence_duration_ms`).
     #[arg(long, default_value_t = 600)]
     silence_ms: u32,
@@ -65,14 +100,55 @@ struct Args {
     preemptive: bool,
 }
 
-/// One measured turn, in milliseconds.
-#[derive(Debug, Clone, Copy)]
+/// One measured turn, in milliseconds, and what was heard and said.
+#[derive(Debug, Clone)]
 struct Turn {
+    index: usize,
     end_of_turn: f64,
     stt: f64,
     llm: f64,
     tts: f64,
     total: f64,
+    question: String,
+    heard: String,
+    reply: String,
+}
+
+/// Word error rate of `hypothesis` against `reference` (word-level Levenshtein over the
+/// reference's words; lower case, punctuation ignored).
+fn word_error_rate(reference: &str, hypothesis: &str) -> (usize, usize) {
+    let words = |text: &str| -> Vec<String> {
+        text.split_whitespace()
+            .map(|word| {
+                word.chars().filter(|c| c.is_alphanumeric() || *c == '\'').flat_map(char::to_lowercase).collect()
+            })
+            .filter(|word: &String| !word.is_empty())
+            .collect()
+    };
+    let (r, h) = (words(reference), words(hypothesis));
+    let mut prev: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut row = vec![i + 1; h.len() + 1];
+        for (j, hw) in h.iter().enumerate() {
+            row[j + 1] = (prev[j] + usize::from(rw != hw)).min(prev[j + 1] + 1).min(row[j] + 1);
+        }
+        prev = row;
+    }
+    (prev[h.len()], r.len())
+}
+
+/// Whether `reply` reads as English: at least 15 % of its words are common English words.
+fn is_english(reply: &str) -> bool {
+    let words: Vec<String> = reply
+        .split_whitespace()
+        .map(|word| word.chars().filter(|c| c.is_alphabetic()).flat_map(char::to_lowercase).collect())
+        .filter(|word: &String| !word.is_empty())
+        .collect();
+    if words.is_empty() {
+        return true;
+    }
+    let common = words.iter().filter(|word| ENGLISH_WORDS.contains(&word.as_str())).count();
+    common * 100 >= words.len() * 15
 }
 
 fn models() -> ModelsDir {
@@ -96,8 +172,8 @@ fn setup(silence_ms: u32, preemptive: bool) -> anyhow::Result<SessionSetup> {
 
 /// espeak-ng's voice at 16 kHz, without its leading and trailing silence (so that the clock
 /// starts at the end of the voice itself).
-fn speech(text: &str) -> anyhow::Result<Vec<i16>> {
-    let voice = Voice { name: "en-us".to_owned(), words_per_minute: 165 };
+fn speech(text: &str, (name, words_per_minute): (&str, u32)) -> anyhow::Result<Vec<i16>> {
+    let voice = Voice { name: name.to_owned(), words_per_minute };
     let (pcm, rate) = tts::speak_native(text, &voice)?;
     let pcm = tts::resample(&pcm, rate, 16_000);
     let voiced = |sample: &i16| sample.unsigned_abs() > 300;
@@ -129,7 +205,7 @@ async fn run_session(
     frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     for turn in 0..turns {
         let question = QUESTIONS[(index * 5 + turn) % QUESTIONS.len()];
-        let pcm = speech(question)?;
+        let pcm = speech(question, VOICES[(index + turn) % VOICES.len()])?;
         for chunk in pcm.chunks(320) {
             frames.tick().await;
             session.input.send(ProviderInput::NativeAudio(chunk.to_vec())).await?;
@@ -138,6 +214,7 @@ async fn run_session(
         let (mut stopped, mut transcribed, mut first_audio, mut first_sentence) = (None, None, None, None);
         let tokens_before = output_tokens;
         let mut reply = String::new();
+        let mut heard = String::new();
         // Silence until the reply is done, fed at real time like a muted-but-open microphone.
         let silence = vec![0i16; 320];
         let deadline = speech_end + Duration::from_secs(60);
@@ -149,7 +226,10 @@ async fn run_session(
                 }
                 event = session.events.recv() => match event {
                     Some(ProviderEvent::UserSpeechStopped) => stopped = stopped.or(Some(Instant::now())),
-                    Some(ProviderEvent::UserTranscript { is_final: true, .. }) => transcribed = Some(Instant::now()),
+                    Some(ProviderEvent::UserTranscript { text, is_final: true, .. }) => {
+                        transcribed = Some(Instant::now());
+                        heard = text;
+                    }
                     Some(ProviderEvent::AssistantTranscript { text, is_final: false }) if first_sentence.is_none() => {
                         first_sentence = Some(text);
                     }
@@ -174,6 +254,10 @@ async fn run_session(
         let ms = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64() * 1000.0;
         let llm_and_tts = ms(transcribed, first_audio);
         measured.push(Turn {
+            index: turn,
+            question: question.to_owned(),
+            heard: heard.clone(),
+            reply: reply.clone(),
             end_of_turn: ms(speech_end, stopped),
             stt: ms(stopped, transcribed),
             llm: (llm_and_tts - tts_ms).max(0.0),
@@ -181,7 +265,7 @@ async fn run_session(
             total: ms(speech_end, first_audio),
         });
         eprintln!(
-            "session {index} turn {turn}: {:.0} ms ({question:?} → {reply:?}, {} tokens)",
+            "session {index} turn {turn}: {:.0} ms ({question:?} heard {heard:?} → {reply:?}, {} tokens)",
             ms(speech_end, first_audio),
             output_tokens - tokens_before
         );
@@ -210,43 +294,110 @@ async fn main() -> anyhow::Result<()> {
         bail!("espeak-ng is not installed");
     }
     let max = args.sessions.iter().copied().max().unwrap_or(1);
-    let engines = LocalEngines::new(LocalConfig { models, brain: Brain::Embedded, capacity: max });
+    let engines =
+        LocalEngines::new(LocalConfig { models, brain: Brain::Embedded, capacity: max, threads: args.threads });
     let loading = engines.clone();
     let started = Instant::now();
     tokio::task::spawn_blocking(move || loading.warm()).await?.map_err(anyhow::Error::msg)?;
-    eprintln!("models loaded in {:.2} s", started.elapsed().as_secs_f64());
-    println!(
-        "| sessions | turns | end of turn p50 | STT p50 / p95 | LLM first sentence p50 / p95 | TTS first audio p50 / p95 | total p50 / p95 | processing (total − end of turn) p50 / p95 |"
+    eprintln!(
+        "models loaded in {:.2} s; {} inference thread(s) per session",
+        started.elapsed().as_secs_f64(),
+        engines.threads()
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    let hog = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(args.hog));
+    if args.hog {
+        let spinning = hog.clone();
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+            }
+        });
+    }
+    println!(
+        "| sessions | turns | total p50 / p95 | end of turn p50 | STT p50 / p95 | LLM first sentence p50 / p95 | TTS p50 | WER | words per reply (median / max) | replies in English |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut per_index = Vec::new();
     for &n in &args.sessions {
-        let mut tasks = Vec::new();
-        for index in 0..n {
-            tasks.push(tokio::spawn(run_session(engines.clone(), index, args.turns, args.silence_ms, args.preemptive)));
-        }
         let mut turns = Vec::new();
-        for task in tasks {
-            turns.extend(task.await??);
+        for _ in 0..args.repeats.max(1) {
+            let mut tasks = Vec::new();
+            for index in 0..n {
+                tasks.push(tokio::spawn(run_session(
+                    engines.clone(),
+                    index,
+                    args.turns,
+                    args.silence_ms,
+                    args.preemptive,
+                )));
+            }
+            for task in tasks {
+                turns.extend(task.await??);
+            }
         }
         let column = |f: fn(&Turn) -> f64| turns.iter().map(f).collect::<Vec<f64>>();
         let (mut eot, mut stt, mut llm, mut tts_ms, mut total) =
             (column(|t| t.end_of_turn), column(|t| t.stt), column(|t| t.llm), column(|t| t.tts), column(|t| t.total));
-        let mut processing: Vec<f64> = turns.iter().map(|t| t.total - t.end_of_turn).collect();
+        let (errors, words) = turns
+            .iter()
+            .map(|t| word_error_rate(&t.question, &t.heard))
+            .fold((0, 0), |(e, w), (te, tw)| (e + te, w + tw));
+        let mut reply_words: Vec<f64> = turns.iter().map(|t| t.reply.split_whitespace().count() as f64).collect();
+        let english = turns.iter().filter(|t| is_english(&t.reply)).count();
+        let longest = reply_words.iter().copied().fold(0.0, f64::max);
         println!(
-            "| {n} | {} | {:.0} ms | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.0} / {:.0} ms |",
+            "| {n} | {} | {:.0} / {:.0} ms | {:.0} ms | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.0} ms | {:.1} % ({errors}/{words} words) | {:.0} / {:.0} | {english} of {} |",
             turns.len(),
+            percentile(&mut total, 0.5),
+            percentile(&mut total, 0.95),
             percentile(&mut eot, 0.5),
             percentile(&mut stt, 0.5),
             percentile(&mut stt, 0.95),
             percentile(&mut llm, 0.5),
             percentile(&mut llm, 0.95),
             percentile(&mut tts_ms, 0.5),
-            percentile(&mut tts_ms, 0.95),
-            percentile(&mut total, 0.5),
-            percentile(&mut total, 0.95),
-            percentile(&mut processing, 0.5),
-            percentile(&mut processing, 0.95),
+            100.0 * errors as f64 / words.max(1) as f64,
+            percentile(&mut reply_words, 0.5),
+            longest,
+            turns.len(),
         );
+        for turn in &turns {
+            if !is_english(&turn.reply) {
+                eprintln!("not English: {:?}", turn.reply);
+            }
+        }
+        let mut row = Vec::new();
+        for index in 0..args.turns {
+            let mut at: Vec<f64> = turns.iter().filter(|t| t.index == index).map(|t| t.total).collect();
+            row.push((percentile(&mut at.clone(), 0.5), percentile(&mut at, 0.95)));
+        }
+        per_index.push((n, row));
+    }
+    hog.store(false, std::sync::atomic::Ordering::Relaxed);
+    println!();
+    println!("Total latency (end of speech → first reply audio) by turn index, p50 / p95 in ms:");
+    println!();
+    let header: Vec<String> = (1..=args.turns).map(|i| format!("turn {i}")).collect();
+    println!("| sessions | {} |", header.join(" | "));
+    println!("|---|{}", "---|".repeat(args.turns));
+    for (n, row) in per_index {
+        let cells: Vec<String> = row.iter().map(|(p50, p95)| format!("{p50:.0} / {p95:.0}")).collect();
+        println!("| {n} | {} |", cells.join(" | "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_helpers_measure_what_they_say() {
+        assert_eq!(word_error_rate("How do I make a cup of tea?", "how do i make a cup of tea"), (0, 8));
+        assert_eq!(word_error_rate("a b c d", "a x c"), (2, 4));
+        assert!(is_english("The best way is to boil it for six minutes."));
+        assert!(!is_english("La capitale de la France est Paris, une ville magnifique."));
+        assert!(is_english(""));
+    }
 }

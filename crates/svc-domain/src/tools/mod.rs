@@ -151,13 +151,42 @@ impl ServerTool {
 
     /// The kinds svc itself can run, so a deployment may enable them: `end_call`, `speaker_log`,
     /// and `examine_image` (the model's own vision on the latest `send-image` frame). The others
-    /// need a backend svc does not have (a search API, an object detector).
+    /// need a configured backend ([`ServerTool::backend`]).
     pub const RUNNABLE: [ServerTool; 3] = [ServerTool::EndCall, ServerTool::SpeakerLog, ServerTool::ExamineImage];
+
+    /// The external backend a kind runs on, if it needs one: a search API for `web_search`, a
+    /// vision model for `detect_objects`, `point_at_object` and `screen_locate`.
+    pub fn backend(self) -> Option<ToolBackend> {
+        match self {
+            ServerTool::WebSearch => Some(ToolBackend::WebSearch),
+            ServerTool::DetectObjects | ServerTool::PointAtObject | ServerTool::ScreenLocate => {
+                Some(ToolBackend::Vision)
+            }
+            ServerTool::ExamineImage | ServerTool::EndCall | ServerTool::SpeakerLog => None,
+        }
+    }
+
+    /// Whether this tool looks at the session's latest frame (so the session keeps it).
+    pub fn looks_at_frames(self) -> bool {
+        matches!(
+            self,
+            ServerTool::ExamineImage | ServerTool::DetectObjects | ServerTool::PointAtObject | ServerTool::ScreenLocate
+        )
+    }
 
     /// Whether the model must take images for svc to run this tool.
     pub fn needs_image_input(self) -> bool {
         matches!(self, ServerTool::ExamineImage)
     }
+}
+
+/// An external service some server tools run on (configured with `svc serve` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolBackend {
+    /// A search API (`--web-search-url`).
+    WebSearch,
+    /// An OpenAI-compatible vision model (`--vision-url`).
+    Vision,
 }
 
 impl std::fmt::Display for ServerTool {
@@ -536,12 +565,23 @@ fn show_key(name: &str) -> &str {
 #[serde(transparent)]
 pub struct ServerToolAvailability {
     enabled: BTreeSet<ServerTool>,
+    /// Enabled here, but gated off for the workspace of this start (its
+    /// `disabled_server_tools` setting); never part of the deployment's own list.
+    #[serde(skip)]
+    gated: BTreeSet<ServerTool>,
 }
 
 impl ServerToolAvailability {
     /// A deployment that can run exactly `enabled`.
     pub fn new(enabled: impl IntoIterator<Item = ServerTool>) -> Self {
-        ServerToolAvailability { enabled: enabled.into_iter().collect() }
+        ServerToolAvailability { enabled: enabled.into_iter().collect(), gated: BTreeSet::new() }
+    }
+
+    /// This deployment's tools as one workspace sees them: the kinds in `disabled` are gated off
+    /// (reported as `gated_off` rather than `not_configured`).
+    pub fn gated_for_workspace(&self, disabled: &[ServerTool]) -> Self {
+        let gated = disabled.iter().copied().filter(|tool| self.enabled.contains(tool)).collect();
+        ServerToolAvailability { enabled: self.enabled.clone(), gated }
     }
 
     /// A deployment that can run every server tool.
@@ -549,9 +589,9 @@ impl ServerToolAvailability {
         Self::new(ServerTool::ALL)
     }
 
-    /// Whether this deployment can run `tool`.
+    /// Whether this deployment can run `tool` (for this workspace: not gated off).
     pub fn allows(&self, tool: ServerTool) -> bool {
-        self.enabled.contains(&tool)
+        self.enabled.contains(&tool) && !self.gated.contains(&tool)
     }
 
     /// The enabled kinds, in declaration order.
@@ -579,6 +619,10 @@ pub fn apply_availability(
     let mut rejected = Vec::new();
     for tool in tools {
         match tool {
+            ToolSpec::Server(kind) if available.gated.contains(&kind) => rejected.push(RejectedTool {
+                name: kind.as_str().to_owned(),
+                reason: format!("gated_off: {kind} is gated off for this workspace"),
+            }),
             ToolSpec::Server(kind) if !available.allows(kind) => rejected.push(RejectedTool {
                 name: kind.as_str().to_owned(),
                 reason: format!("not_configured: this deployment has no backend for {kind}"),
@@ -618,8 +662,10 @@ pub fn tool_names(tools: &[ToolSpec]) -> Vec<String> {
 }
 
 mod hooks;
+pub mod policy;
 
 pub use hooks::*;
+pub use policy::{ToolBehavior, ToolResponsePolicy, ToolResponseRule, ToolScheduling, parse_tool_response_policy};
 
 #[cfg(test)]
 mod tests;

@@ -309,6 +309,16 @@ fn availability_drops_and_reports() {
         serde_json::to_value(&rejected).expect("json"),
         json!([{"name": "detect_objects", "reason": "not_configured: this deployment has no backend for detect_objects"}])
     );
+    // A workspace that gated web_search (and detect_objects, which is not configured anyway) off.
+    let gated = available.gated_for_workspace(&[ServerTool::WebSearch, ServerTool::DetectObjects]);
+    assert!(!gated.allows(ServerTool::WebSearch) && gated.allows(ServerTool::EndCall));
+    let (still, refused) = apply_availability(kept.clone(), &gated);
+    assert_eq!(tool_names(&still), ["lookup", "end_call"]);
+    assert_eq!(
+        serde_json::to_value(&refused).expect("json"),
+        json!([{"name": "web_search", "reason": "gated_off: web_search is gated off for this workspace"}])
+    );
+    assert_eq!(serde_json::to_value(&gated).expect("json"), json!(["web_search", "end_call"]), "not a setting");
     let (kept, rejected) = apply_availability(kept, &ServerToolAvailability::default());
     assert_eq!(tool_names(&kept), ["lookup"]);
     assert_eq!(rejected.len(), 2);

@@ -3,7 +3,7 @@
 use super::*;
 
 fn params(temperature: f32, top_p: f32, top_k: u32, repeat_penalty: f32, seed: u64) -> GenerateParams {
-    GenerateParams { max_tokens: 1, temperature, top_p, top_k, repeat_penalty, seed }
+    GenerateParams { max_tokens: 1, temperature, top_p, top_k, repeat_penalty, seed, ..GenerateParams::default() }
 }
 
 #[test]
@@ -78,4 +78,23 @@ fn splitmix_is_stable() {
     assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
     let x = rng.next_f64();
     assert!((0.0..1.0).contains(&x));
+}
+
+#[test]
+fn no_repeat_ngram_bans_the_token_that_would_say_an_ngram_again() {
+    // "a b c x a b" → c would repeat "a b c".
+    assert_eq!(ngram_bans(&[1, 2, 3, 9, 1, 2], 3), vec![3]);
+    // Every earlier continuation of the prefix is banned.
+    let mut bans = ngram_bans(&[1, 2, 3, 1, 2, 4, 1, 2], 3);
+    bans.sort_unstable();
+    assert_eq!(bans, vec![3, 4]);
+    // Nothing to repeat, too short, or off.
+    assert!(ngram_bans(&[1, 2, 3, 4], 3).is_empty());
+    assert!(ngram_bans(&[1, 2], 3).is_empty());
+    assert!(ngram_bans(&[1, 2, 3, 1, 2], 0).is_empty());
+    // n = 1 bans every token already said.
+    let mut once = ngram_bans(&[5, 6, 5], 1);
+    once.sort_unstable();
+    once.dedup();
+    assert_eq!(once, vec![5, 6]);
 }

@@ -193,8 +193,11 @@ fn user_speech_during_a_reply_cancels_it_and_keeps_only_what_was_heard() {
     let llm = generate_id(&jobs(&mut core));
     core.handle_outcome(Outcome::Text { id: llm, text: "Once upon a time there was a fox. ".to_owned() });
     core.handle_outcome(Outcome::Text { id: llm, text: "The fox lived in a deep wood. And".to_owned() });
-    let spoken = speak_ids(&jobs(&mut core));
+    let sent = jobs(&mut core);
+    let spoken = speak_ids(&sent);
     assert_eq!(spoken.len(), 2);
+    // Two sentences are all a spoken reply has: the rest of the generation is not wanted.
+    assert!(sent.contains(&Job::Cancel { id: llm }), "{sent:?}");
     core.handle_outcome(Outcome::Spoken { id: spoken[0].0, result: Ok(vec![1; 24_000]) });
     events(&mut core);
 
@@ -202,12 +205,12 @@ fn user_speech_during_a_reply_cancels_it_and_keeps_only_what_was_heard() {
     let seen = events(&mut core);
     assert!(seen.contains(&ProviderEvent::Interrupted), "{seen:?}");
     assert!(seen.contains(&ProviderEvent::ResponseDone { status: ResponseStatus::Cancelled }));
-    assert!(seen.contains(&ProviderEvent::AssistantTranscript {
-        text: "Once upon a time there was a fox.".to_owned(),
-        is_final: true
-    }));
+    // No final yet: all that was said is not what was heard, which only the runtime knows.
+    assert!(
+        !seen.iter().any(|event| matches!(event, ProviderEvent::AssistantTranscript { is_final: true, .. })),
+        "{seen:?}"
+    );
     let sent = jobs(&mut core);
-    assert!(sent.contains(&Job::Cancel { id: llm }), "{sent:?}");
     assert!(sent.iter().any(|job| matches!(job, Job::DropSpeech { before } if *before > spoken[1].0)));
     let stt = final_transcription(&sent);
 
@@ -228,6 +231,58 @@ fn user_speech_during_a_reply_cancels_it_and_keeps_only_what_was_heard() {
     };
     let contents: Vec<&str> = messages.iter().skip(1).map(|m| m.content.as_str()).collect();
     assert_eq!(contents, ["Tell me a story.", "Once upon a time", "Wait, stop please."]);
+}
+
+#[test]
+fn a_reply_cut_before_its_first_word_is_heard_leaves_no_transcript_and_no_message() {
+    let mut core = started(config());
+    core.handle_input(ProviderInput::Text("Tell me a story.".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Text { id: llm, text: "Once upon a time there was a fox. ".to_owned() });
+    let spoken = speak_ids(&jobs(&mut core));
+    core.handle_outcome(Outcome::Spoken { id: spoken[0].0, result: Ok(vec![1; 24_000]) });
+    events(&mut core);
+    speak_into(&mut core, "Wait, stop please.");
+    events(&mut core);
+    let stt = final_transcription(&jobs(&mut core));
+    // 0.1 s of an eight-word, one-second sentence: not one whole word.
+    core.handle_input(ProviderInput::BargeIn { played_ms: 100 });
+    assert_eq!(events(&mut core), [ProviderEvent::AssistantTruncated { heard: String::new() }]);
+    core.handle_outcome(Outcome::Transcribed { id: stt, result: Ok("Wait, stop please.".to_owned()) });
+    let Some(Job::Generate { messages, .. }) =
+        jobs(&mut core).into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("a reply to the interruption")
+    };
+    let contents: Vec<&str> = messages.iter().skip(1).map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, ["Tell me a story.", "Wait, stop please."], "the unheard reply is not in the prompt");
+}
+
+#[test]
+fn a_reply_the_runtime_never_played_gets_no_answer_to_its_barge_in() {
+    let mut core = started(config());
+    core.handle_input(ProviderInput::Text("Tell me a story.".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Text { id: llm, text: "Once upon a time there was a fox. ".to_owned() });
+    let spoken = speak_ids(&jobs(&mut core));
+    core.handle_outcome(Outcome::Spoken { id: spoken[0].0, result: Ok(vec![1; 24_000]) });
+    events(&mut core);
+    speak_into(&mut core, "Wait, stop please.");
+    events(&mut core);
+    // Nothing was audible: the runtime ended the reply itself, without a turn.
+    core.handle_input(ProviderInput::BargeIn { played_ms: 0 });
+    assert!(events(&mut core).is_empty());
+}
+
+#[test]
+fn an_empty_reply_sends_no_final_transcript() {
+    let mut core = started(config());
+    core.handle_input(ProviderInput::Text("Hello?".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Generated { id: llm, result: Ok(generation("")) });
+    let seen = events(&mut core);
+    assert!(seen.contains(&ProviderEvent::ResponseDone { status: ResponseStatus::Completed }), "{seen:?}");
+    assert!(!seen.iter().any(|event| matches!(event, ProviderEvent::AssistantTranscript { .. })), "{seen:?}");
 }
 
 #[test]
@@ -521,4 +576,103 @@ fn a_text_sent_during_the_silence_is_answered_and_the_turn_gets_a_fresh_reply() 
     assert!(sent.contains(&Job::Cancel { id: texted }), "{sent:?}");
     let fresh = generate_id(&sent);
     assert!(fresh > texted, "the turn is answered by a new generation: {sent:?}");
+}
+
+#[test]
+fn the_prompt_keeps_a_bounded_recent_history_that_starts_with_the_user() {
+    let turns =
+        |n: usize| -> Vec<ChatMessage> {
+            (0..n)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        ChatMessage::user(format!("q{i}"))
+                    } else {
+                        ChatMessage::assistant(format!("a{i}"))
+                    }
+                })
+                .collect()
+        };
+    assert_eq!(history_start(&turns(0)), 0);
+    assert_eq!(history_start(&turns(16)), 0);
+    // Past sixteen messages the start moves in steps of eight and lands on a user message.
+    assert_eq!(history_start(&turns(17)), 8);
+    assert_eq!(history_start(&turns(23)), 8);
+    assert_eq!(history_start(&turns(24)), 16);
+    let mut tool_first = turns(17);
+    tool_first[8] = ChatMessage::assistant("calling");
+    assert_eq!(history_start(&tool_first), 10);
+    for n in 17..60 {
+        let history = turns(n);
+        let start = history_start(&history);
+        assert!(n - start <= HISTORY_MAX && n - start > 0, "{n}: {start}");
+        assert_eq!(history[start].role, ChatRole::User);
+    }
+
+    // Through the core: twenty exchanges in, the prompt holds the system prompt and at most
+    // sixteen messages, the newest last.
+    let mut core = started(config());
+    for i in 0..20 {
+        core.handle_input(ProviderInput::Text(format!("Question {i}?")));
+        let llm = generate_id(&jobs(&mut core));
+        core.handle_outcome(Outcome::Generated { id: llm, result: Ok(generation(&format!("Answer number {i}."))) });
+        for (id, _) in speak_ids(&jobs(&mut core)) {
+            core.handle_outcome(Outcome::Spoken { id, result: Ok(vec![1; 2400]) });
+        }
+        events(&mut core);
+    }
+    core.handle_input(ProviderInput::Text("Last one?".to_owned()));
+    let Some(Job::Generate { messages, .. }) =
+        jobs(&mut core).into_iter().find(|job| matches!(job, Job::Generate { .. }))
+    else {
+        panic!("a generation")
+    };
+    assert!(messages.len() <= 1 + HISTORY_MAX, "{}", messages.len());
+    assert_eq!(messages[0].role, ChatRole::System);
+    assert_eq!(messages[1].role, ChatRole::User);
+    assert_eq!(messages.last().map(|m| m.content.as_str()), Some("Last one?"));
+}
+
+#[test]
+fn a_spoken_reply_stops_after_two_sentences() {
+    let mut core = started(config());
+    core.handle_input(ProviderInput::Text("Tell me about Paris.".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Text {
+        id: llm,
+        text: "Paris is the capital of France. It is known for its museums. It has a tower. ".to_owned(),
+    });
+    let sent = jobs(&mut core);
+    let spoken = speak_ids(&sent);
+    assert_eq!(
+        spoken.iter().map(|(_, text)| text.as_str()).collect::<Vec<_>>(),
+        ["Paris is the capital of France.", "It is known for its museums."]
+    );
+    assert!(sent.contains(&Job::Cancel { id: llm }), "the rest of the generation is not wanted: {sent:?}");
+    for (id, _) in &spoken {
+        core.handle_outcome(Outcome::Spoken { id: *id, result: Ok(vec![1; 24_000]) });
+    }
+    let seen = events(&mut core);
+    assert!(seen.contains(&ProviderEvent::AssistantTranscript {
+        text: "Paris is the capital of France. It is known for its museums.".to_owned(),
+        is_final: true
+    }));
+    assert!(seen.contains(&ProviderEvent::ResponseDone { status: ResponseStatus::Completed }));
+    // The cancelled generation's outcome still counts in usage, and starts nothing.
+    core.handle_outcome(Outcome::Generated { id: llm, result: Ok(generation("…")) });
+    let seen = events(&mut core);
+    assert!(seen.is_empty(), "{seen:?}");
+    assert!(jobs(&mut core).is_empty());
+}
+
+#[test]
+fn a_reply_cut_by_its_token_limit_ends_at_its_last_whole_sentence() {
+    let mut core = started(config());
+    core.handle_input(ProviderInput::Text("Tell me about Paris.".to_owned()));
+    let llm = generate_id(&jobs(&mut core));
+    core.handle_outcome(Outcome::Text { id: llm, text: "Paris is the capital of France. It is known for".to_owned() });
+    let mut cut = generation("Paris is the capital of France. It is known for");
+    cut.finish = Finish::Length;
+    core.handle_outcome(Outcome::Generated { id: llm, result: Ok(cut) });
+    let spoken = speak_ids(&jobs(&mut core));
+    assert_eq!(spoken.iter().map(|(_, text)| text.as_str()).collect::<Vec<_>>(), ["Paris is the capital of France."]);
 }

@@ -309,6 +309,9 @@ async fn render_metrics(State(app): State<App>) -> Response {
         Ok(count) => app.metrics.set_live_sessions(count),
         Err(error) => tracing::warn!(error = %error, "metrics: could not count live sessions"),
     }
+    if let Some(totals) = app.dispatcher.media_totals() {
+        app.metrics.set_media_totals(&totals);
+    }
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], app.metrics.render())
         .into_response()
 }

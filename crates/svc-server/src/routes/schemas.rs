@@ -108,8 +108,9 @@ fn server_tool_doc() -> Value {
     let kinds: Vec<&str> = ServerTool::ALL.iter().map(|tool| tool.as_str()).collect();
     json!({
         "type": "object",
-        "description": "A server-executed tool; only `kind`. One this deployment does not run is \
-            listed in `ready.rejected_tools` and the session starts without it.",
+        "description": "A server-executed tool; only `kind`. One this deployment does not run \
+            (`not_configured`), or the workspace gated off (`gated_off`), is listed in \
+            `ready.rejected_tools` and the session starts without it.",
         "additionalProperties": false,
         "required": ["kind"],
         "properties": {"kind": {"type": "string", "enum": kinds}},

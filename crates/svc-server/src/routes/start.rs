@@ -96,9 +96,11 @@ pub(crate) async fn start_session(
         Some(None) => CatalogLookup::NotFound,
         Some(Some(config)) => CatalogLookup::Found(config),
     };
+    // The deployment's tools minus those the workspace gated off (`disabled_server_tools`).
+    let server_tools = app.server_tools.gated_for_workspace(&caller.workspace.settings.disabled_server_tools);
     let context = StartContext {
         catalog: &app.config.model_catalog,
-        server_tools: &app.server_tools,
+        server_tools: &server_tools,
         caller_has_resources_read: caller.scopes.as_ref().is_some_and(|s| s.contains(Scope::ResourcesRead)),
         consents: caller.workspace.settings.consents,
         avatar_enabled: caller.workspace.settings.avatar_enabled,
@@ -108,7 +110,9 @@ pub(crate) async fn start_session(
     timings.resolve_ms = elapsed_ms(phase);
 
     let phase = Instant::now();
-    check_provider(&app, &caller, &resolved)?;
+    // A `provider_local` start takes its slot here, before the session row exists: a start
+    // refused for capacity leaves nothing behind, and one accepted cannot lose the slot later.
+    let local_slot = check_provider(&app, &caller, &resolved)?;
     timings.provider_resolve_ms = elapsed_ms(phase);
 
     let phase = Instant::now();
@@ -186,6 +190,7 @@ pub(crate) async fn start_session(
         workspace_id: caller.workspace.id.clone(),
         room_name: room_name.clone(),
         session: std::sync::Arc::new(resolved),
+        local_slot,
     };
     if let Err(error) = app.dispatcher.dispatch(dispatch).await {
         tracing::error!(session.id = %session_id, error = %error, "session dispatch failed");
@@ -347,8 +352,9 @@ async fn check_billing(app: &App, caller: &Caller, now: i64) -> ApiResult<()> {
     Ok(())
 }
 
-/// Entitlement, then whether this server has the provider's credentials.
-fn check_provider(app: &App, caller: &Caller, resolved: &ResolvedSession) -> ApiResult<()> {
+/// Entitlement, then whether this server has the provider's credentials; for `provider_local`,
+/// the models and a slot, which is taken and returned.
+fn check_provider(app: &App, caller: &Caller, resolved: &ResolvedSession) -> ApiResult<Option<svc_local::Permit>> {
     let alias = resolved.model.alias.as_str();
     let settings = &caller.workspace.settings;
     if let Some(allowed) = &settings.entitled_providers
@@ -366,11 +372,12 @@ fn check_provider(app: &App, caller: &Caller, resolved: &ResolvedSession) -> Api
         });
     }
     if resolved.model.family == svc_local::FAMILY {
-        // Missing models or a full machine: a clear reason, and the client may retry later.
-        if let Err(reason) = app.config.local.check() {
-            return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, format!("{alias}: {reason}")));
-        }
-        return Ok(());
+        // Missing models or a full machine: the spec's 503 (no code) with a message that names
+        // the reason, capacity or the install command; the client may retry later.
+        return match app.config.local.acquire() {
+            Ok(permit) => Ok(Some(permit)),
+            Err(reason) => Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, format!("{alias}: {reason}"))),
+        };
     }
     if !app.config.provider_keys.has_family(&resolved.model.family) {
         return Err(ApiError::status(
@@ -378,7 +385,7 @@ fn check_provider(app: &App, caller: &Caller, resolved: &ResolvedSession) -> Api
             format!("Realtime voice for {alias} is not available on this server; retry with backoff"),
         ));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The stored configuration of catalog agent `name`: the workspace's own agent, else a built-in

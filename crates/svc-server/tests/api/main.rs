@@ -9,6 +9,7 @@ mod errors;
 mod import;
 mod matrix;
 mod scopes;
+mod server_tools;
 mod sessions;
 mod start;
 mod support;

@@ -23,6 +23,7 @@ crate::on_both_backends_with!(
     a_reserved_room_is_used_by_the_next_start,
     a_failed_dispatch_is_503_and_ends_the_session,
     the_concurrency_gate_admits_exactly_the_limit_over_http,
+    local_starts_past_capacity_are_refused_before_any_session_exists,
 );
 
 #[derive(Debug, Default)]
@@ -814,4 +815,82 @@ async fn the_concurrency_gate_admits_exactly_the_limit_over_http(t: (TestApp, Ar
     }
     assert_eq!((admitted, limited), (10, 40));
     assert_eq!(recorder.sessions.lock().expect("lock").len(), 10);
+}
+
+/// A server whose local provider holds two sessions, with its model files in place. The start
+/// gate only checks the files' presence (nothing is loaded until a session runs, and the
+/// recorder runs none), so empty files stand in for the models here.
+async fn local_app(backend: Backend, capacity: usize) -> (TestApp, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::default());
+    let t = TestApp::with(
+        backend,
+        |config| {
+            let dir = svc_local::ModelsDir::new(config.data_dir.join("local-models"));
+            for file in dir.required_files() {
+                std::fs::create_dir_all(file.parent().expect("a parent")).expect("model dir");
+                std::fs::write(&file, b"").expect("model file");
+            }
+            config.local = svc_local::LocalEngines::new(svc_local::LocalConfig {
+                models: dir,
+                brain: svc_local::Brain::Embedded,
+                capacity,
+                threads: 0,
+            });
+        },
+        recorder.clone(),
+    )
+    .await;
+    (t, recorder)
+}
+
+async fn local_starts_past_capacity_are_refused_before_any_session_exists(t: (TestApp, Arc<Recorder>)) {
+    let (first, _) = t;
+    let backend = first.app.store.backend();
+    drop(first);
+    let (t, recorder) = local_app(backend, 2).await;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart, Scope::RealtimeRead]).await;
+    let body = inline(json!({"model": "provider_local"}));
+    let t = Arc::new(t);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (t, key, body) = (t.clone(), key.clone(), body.clone());
+        tasks.push(tokio::spawn(async move { t.post("/realtime/session/start", Some(&key), body).await }));
+    }
+    let (mut admitted, mut refused) = (Vec::new(), 0);
+    for task in tasks {
+        let reply = task.await.expect("join");
+        match reply.status.as_u16() {
+            200 => admitted.push(reply.json()["session_id"].as_str().expect("id").to_owned()),
+            503 => {
+                let error = reply.expect_error(503);
+                // The spec's 503 has no code: the message names the reason.
+                assert!(error.get("code").is_none(), "{error}");
+                let message = error["message"].as_str().unwrap_or_default();
+                assert!(message.contains("at capacity (2 concurrent sessions"), "{message}");
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {}", String::from_utf8_lossy(&reply.body)),
+        }
+    }
+    assert_eq!((admitted.len(), refused), (2, 6));
+    // Never more live local sessions than slots, each admitted one holding its slot.
+    assert_eq!(t.app.config.local.active(), 2);
+    let dispatched: Vec<_> = recorder.sessions.lock().expect("lock").iter().map(|r| r.local_slot.is_some()).collect();
+    assert_eq!(dispatched, vec![true, true]);
+    // A refused start leaves nothing in history: only the two admitted sessions exist, live.
+    let listed = t.get("/sessions", Some(&key)).await.expect(200);
+    let listed = listed.as_array().expect("a list");
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().all(|s| s["status"] == "active"), "{listed:?}");
+    assert_eq!(t.app.store.count_live_sessions(&ws.id).await.expect("count"), 2);
+
+    // The session ends (its runtime drops the request and with it the slot): a start succeeds.
+    let ended = recorder.sessions.lock().expect("lock").remove(0);
+    t.app.store.finish_session(&ended.session_id, "completed", 1, None).await.expect("finish");
+    drop(ended);
+    assert_eq!(t.app.config.local.active(), 1);
+    t.post("/realtime/session/start", Some(&key), body.clone()).await.expect(200);
+    t.post("/realtime/session/start", Some(&key), body).await.expect_error(503);
+    assert_eq!(t.app.config.local.active(), 2);
 }

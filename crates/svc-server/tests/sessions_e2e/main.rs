@@ -133,6 +133,8 @@ async fn a_conversation_from_ready_to_stored_history() {
     assert_eq!(timings["data"]["mic_ms"], 12);
     let usage = world.final_usage(&id).await;
     assert_eq!(usage["usage_status"], "recorded", "{usage}");
+    let media = world.assert_no_input_dropped(&id).await;
+    assert_eq!(media["output_frames_dropped"], 0, "{media}");
     assert_eq!(usage["turn_count"], 3);
     assert!(usage["agent_speaking_seconds"].as_f64().unwrap_or(0.0) > 1.0, "{usage}");
     assert!(usage["user_speaking_seconds"].as_f64().unwrap_or(0.0) > 1.0, "{usage}");
@@ -312,6 +314,7 @@ async fn an_upstream_rotation_says_reconnecting_and_loses_no_user_audio() {
     let kept = correlation(&mic_pcm(), 48_000, &upstream, 24_000);
     assert!(kept >= 0.9, "the user's sentence across both upstream sessions: correlation {kept:.3}");
     assert!(!events(&result, "svc.reconnected").is_empty());
+    world.assert_no_input_dropped(&session_id(&result)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,6 +348,7 @@ async fn a_browser_on_livekit_client_holds_a_conversation() {
     let heard_by_client = correlation(&spoken, 24_000, &agent_recording(&result), 48_000);
     assert!(heard_by_client >= 0.9, "the provider's voice in the browser: {heard_by_client:.3}");
     assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "completed");
+    world.assert_no_input_dropped(&id).await;
     eprintln!("browser: mic→provider {heard_by_fake:.3}, provider→browser {heard_by_client:.3}");
 }
 
@@ -382,6 +386,7 @@ async fn spoken_turn(test: &'static str, flavor: Flavor, model: &str, input_rate
         .filter_map(|e| e["text"].as_str())
         .collect();
     assert_eq!(finals, [reply]);
+    world.assert_no_input_dropped(&session_id(&result)).await;
     eprintln!("{test}: mic→provider {heard_by_fake:.3}, provider→client {heard_by_client:.3}");
 }
 
@@ -505,6 +510,7 @@ async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
     assert!((5.0..20.0).contains(&answered_for), "answered for {answered_for} s");
     let session_end = entries.iter().find(|e| e["type"] == "session.ended").expect("session.ended");
     assert_eq!(session_end["data"]["reason"], "participant_left", "{session_end}");
+    world.assert_no_input_dropped(&id).await;
 
     // The call's minutes are metered against the workspace.
     let store = svc_store::Store::connect(&format!("sqlite://{}", world.data_dir.path().join("svc.db").display()))

@@ -235,6 +235,27 @@ impl World {
         }
     }
 
+    /// The session's `session.ended` timeline entry says no user audio was dropped on its way to
+    /// the provider (a failure names the queue that dropped it); returns the entry's `media`.
+    pub(crate) async fn assert_no_input_dropped(&self, session_id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let ended = loop {
+            let timeline = self.get_json(&format!("/sessions/{session_id}/timeline"));
+            let ended = timeline["events"].as_array().into_iter().flatten().find(|e| e["type"] == "session.ended");
+            match ended {
+                Some(ended) => break ended.clone(),
+                None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+                None => panic!("session {session_id} has no session.ended entry: {timeline}"),
+            }
+        };
+        let media = ended["data"]["media"].clone();
+        let dropped = &media["input_frames_dropped"];
+        for queue in ["room_queue", "agent_queue", "provider_queue"] {
+            assert_eq!(dropped[queue], 0, "user audio dropped at the {queue}: {media}");
+        }
+        media
+    }
+
     pub(crate) fn failure_report(&self, result: &Value, run: &ClientRun) -> String {
         let types: Vec<String> = result["events"]
             .as_array()

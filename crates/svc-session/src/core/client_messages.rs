@@ -36,7 +36,8 @@ impl SessionCore {
                     tracing::debug!(session.id = %self.cfg.session_id, "send-image data is not base64; dropped");
                     return;
                 };
-                if self.server_tools.contains(&ServerTool::ExamineImage) {
+                // Kept only for the tools that look at it (`examine_image`, the vision tools).
+                if self.server_tools.iter().any(|tool| tool.looks_at_frames()) {
                     self.latest_image = Some((now, mime_type.clone(), bytes.clone()));
                 }
                 self.timeline(now, "input.image", json!({"stream_id": stream_id, "bytes": bytes.len()}));

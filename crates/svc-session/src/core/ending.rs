@@ -100,6 +100,7 @@ impl SessionCore {
                 "user_speaking_ms": usage.user_speaking_ms, "agent_speaking_ms": usage.agent_speaking_ms}),
         );
         self.tools.close_all();
+        self.abort_tool_jobs();
         self.provider(ProviderInput::Close);
         self.phase = Phase::Finished;
         self.outputs.push_back(Output::Finished(Finish { status, reason: reason.to_owned(), usage }));

@@ -17,6 +17,7 @@ pub mod inbound;
 pub mod playback;
 mod provider_events;
 mod tool_calls;
+mod tool_jobs;
 pub mod tools;
 pub mod turn_gate;
 mod turns;
@@ -43,6 +44,8 @@ use self::inbound::Dropped;
 use self::playback::{FRAME, Playback};
 use self::tools::{AnswerRefusal, CLIENT_TOOL_TIMEOUT, ToolAnswer, ToolLedger};
 use self::turn_gate::{GateEvent, TurnGate};
+
+pub use self::tool_jobs::{MAX_TOOL_JOBS, TOOL_JOB_BACKSTOP, ToolJob, ToolJobOutcome};
 
 /// Attribute LiveKit's UI components read the agent's state from.
 pub const AGENT_STATE_ATTRIBUTE: &str = "lk.agent.state";
@@ -265,6 +268,15 @@ pub enum Output {
     BindInput(Option<String>),
     /// Store this.
     Persist(Persist),
+    /// Run this server tool on its backend in the background, then report the outcome with
+    /// [`SessionCore::handle_tool_job_done`].
+    RunTool(ToolJob),
+    /// Stop the job of this call (timed out, abandoned by the model, or the session ends); its
+    /// outcome is no longer wanted.
+    AbortTool {
+        /// The call.
+        call_id: String,
+    },
     /// The session is over: store the end, leave and close the room. Nothing follows.
     Finished(Finish),
 }
@@ -314,6 +326,8 @@ pub struct SessionCore {
     server_tools: BTreeSet<ServerTool>,
     delegations: VecDeque<String>,
     latest_image: Option<(Instant, String, Vec<u8>)>,
+    /// Backend-run server tools in flight.
+    tool_jobs: tool_jobs::RunningJobs,
     /// The agent's session state, when it has one (`set_state`).
     state: Option<serde_json::Map<String, Value>>,
     // Hooks and the end.
@@ -377,6 +391,7 @@ impl SessionCore {
             server_tools,
             delegations: VecDeque::new(),
             latest_image: None,
+            tool_jobs: tool_jobs::RunningJobs::default(),
             state: cfg.session.agent.state.clone(),
             pending_end: None,
             ending_soon_sent: false,
@@ -400,6 +415,11 @@ impl SessionCore {
         core.timeline(now, "agent.joined", data);
         core.update_agent_state(now);
         core
+    }
+
+    /// Agent frames the playback queue could not hold so far (the provider ran too far ahead).
+    pub fn output_frames_overflowed(&self) -> u64 {
+        self.playback.dropped_frames
     }
 
     /// The session id.
@@ -431,6 +451,7 @@ impl SessionCore {
         };
         consider(self.playback.poll_timeout());
         consider(self.tools.next_deadline());
+        consider(self.tool_jobs.next_deadline());
         consider(self.hooks.poll_timeout());
         consider(self.envelopes.next_expiry());
         consider(self.alone_deadline);
@@ -468,6 +489,7 @@ impl SessionCore {
             let data = json!({"tool_call_id": expired.call_id, "name": expired.name, "request_id": expired.request_id});
             self.timeline(now, "tool.timeout", data);
         }
+        self.expire_tool_jobs(now);
         for firing in self.hooks.fire_due(now) {
             self.fire_hook(now, firing);
             if self.phase == Phase::Finished {
@@ -667,6 +689,7 @@ impl SessionCore {
             ProviderEvent::ToolCall { call_id, name, arguments } => self.on_tool_call(now, call_id, name, arguments),
             ProviderEvent::ToolCallsCancelled { call_ids } => {
                 let requests = self.tools.cancel(&call_ids);
+                self.cancel_tool_jobs(&call_ids);
                 self.timeline(now, "tool.cancelled", json!({"tool_call_ids": call_ids, "request_ids": requests}));
             }
             ProviderEvent::DelegationCreated { delegation_id, transcript } => {

@@ -14,6 +14,8 @@ use svc_wire::events::{ENVELOPE_THRESHOLD_BYTES, chunk_message};
 
 use super::*;
 
+mod tools;
+
 const MS: Duration = Duration::from_millis(1);
 /// How long [`Harness::live`] spends on the listener's priming silence.
 const PRIMED: Duration = Duration::from_millis(20 * PRIMING_FRAMES as u64);
@@ -53,6 +55,8 @@ struct Harness {
     attributes: BTreeMap<String, String>,
     persisted: Vec<Persist>,
     binds: Vec<Option<String>>,
+    jobs: Vec<ToolJob>,
+    aborted: Vec<String>,
     finished: Option<Finish>,
 }
 
@@ -79,6 +83,8 @@ impl Harness {
             attributes: BTreeMap::new(),
             persisted: Vec::new(),
             binds: Vec::new(),
+            jobs: Vec::new(),
+            aborted: Vec::new(),
             finished: None,
         };
         harness.collect();
@@ -111,6 +117,8 @@ impl Harness {
                 Output::Audio { silence: true, .. } => self.silence_frames += 1,
                 Output::BindInput(identity) => self.binds.push(identity),
                 Output::Persist(persist) => self.persisted.push(persist),
+                Output::RunTool(job) => self.jobs.push(job),
+                Output::AbortTool { call_id } => self.aborted.push(call_id),
                 Output::Finished(finish) => {
                     assert!(self.finished.is_none(), "finished twice");
                     self.finished = Some(finish);
@@ -325,6 +333,35 @@ fn a_barge_in_stops_playback_at_once_and_the_final_is_what_was_heard() {
     h.speak("Sure.", 200);
     h.advance(500 * MS);
     assert_eq!(h.frames, frames_before + 10);
+}
+
+#[test]
+fn a_reply_cut_before_its_first_word_and_an_empty_reply_are_not_turns() {
+    let mut h = Harness::live(openai(json!({})));
+    h.provider(ProviderEvent::ResponseStarted);
+    h.provider(ProviderEvent::AssistantTranscript { text: "One two three four five six.".into(), is_final: false });
+    h.provider(ProviderEvent::AssistantAudio { pcm: vec![3000; 24 * 3000], sample_rate: 24_000 });
+    h.advance(200 * MS);
+    h.take_events();
+    h.provider(ProviderEvent::UserSpeechStarted);
+    h.provider(ProviderEvent::Interrupted);
+    assert!(matches!(h.take_inputs()[..], [ProviderInput::BargeIn { played_ms }] if played_ms > 0));
+    h.take_events();
+    // The adapter says how much was heard: not one word.
+    h.provider(ProviderEvent::ResponseDone { status: ResponseStatus::Cancelled });
+    h.provider(ProviderEvent::AssistantTruncated { heard: String::new() });
+    h.advance(3000 * MS);
+    let seen = h.take_types();
+    assert!(!seen.iter().any(|kind| kind == "transcript" || kind == "turn-complete"), "{seen:?}");
+    // A completed reply that said nothing.
+    h.provider(ProviderEvent::ResponseStarted);
+    h.provider(ProviderEvent::AssistantTranscript { text: String::new(), is_final: true });
+    h.provider(ProviderEvent::ResponseDone { status: ResponseStatus::Completed });
+    h.advance(3000 * MS);
+    let seen = h.take_types();
+    assert!(!seen.iter().any(|kind| kind == "transcript" || kind == "turn-complete"), "{seen:?}");
+    assert_eq!(h.core.usage_totals(h.now).turn_count, 0);
+    assert!(h.turns().is_empty());
 }
 
 #[test]
@@ -667,93 +704,6 @@ fn usage_and_reconnection_are_published() {
         ]
     );
     assert_eq!(h.core.usage_totals(h.now).tokens, Some(tokens));
-}
-
-#[test]
-fn background_job_results_reach_the_model_once_and_examine_image_needs_a_fresh_frame() {
-    let tool = json!({"kind": "client", "name": "book_table", "description": "d"});
-    let mut h = Harness::live(openai(json!({"tools": [tool, {"kind": "examine_image"}]})));
-    let job = json!({"type": "tool_job_result", "job_id": "j1", "tool_name": "book_table", "status": "completed",
-        "summary": "Table for two at 8pm."});
-    h.data("alice", job.clone()).expect("ok");
-    h.data("alice", job).expect("ok");
-    let inputs = h.take_inputs();
-    assert_eq!(inputs.len(), 1, "delivered once");
-    assert!(
-        matches!(&inputs[0], ProviderInput::Note { text, respond: true } if text.contains("Table for two at 8pm."))
-    );
-    h.data("alice", json!({"type": "tool_job_result", "job_id": "j2", "tool_name": "nope", "status": "failed"}))
-        .expect("ok");
-    assert!(h.take_inputs().is_empty(), "not a tool of this session");
-
-    h.provider(ProviderEvent::ToolCall { call_id: "v1".into(), name: "examine_image".into(), arguments: json!({}) });
-    let inputs = h.take_inputs();
-    assert!(
-        matches!(&inputs[..], [ProviderInput::ToolResult { is_error: true, output, .. }] if output["error"] == "no_fresh_frame")
-    );
-    h.data("alice", json!({"type": "send-image", "mime_type": "image/jpeg", "data": "/9j/4AA=", "stream_id": "cam"}))
-        .expect("ok");
-    h.take_inputs();
-    h.advance(Duration::from_secs(2));
-    h.provider(ProviderEvent::ToolCall { call_id: "v2".into(), name: "examine_image".into(), arguments: json!({}) });
-    let inputs = h.take_inputs();
-    assert!(matches!(&inputs[0], ProviderInput::Image { mime, .. } if mime == "image/jpeg"));
-    assert!(matches!(&inputs[1], ProviderInput::ToolResult { is_error: false, .. }));
-    let types = h.take_types();
-    assert!(types.ends_with(&["tool-call".to_owned(), "tool-dispatch-started".to_owned(), "tool-result".to_owned()]));
-}
-
-#[test]
-fn set_state_merges_publishes_the_whole_state_and_answers_the_model() {
-    let mut h = Harness::live(openai(json!({"state": {"stage": "intro", "name": null, "answers": 0}})));
-    h.provider(ProviderEvent::ToolCall {
-        call_id: "s1".into(),
-        name: "set_state".into(),
-        arguments: json!({"values": {"name": "Ada", "answers": 1, "unused": null}, "stage": "questions"}),
-    });
-    let events = h.take_events();
-    assert_eq!(
-        events,
-        vec![json!({"type": "svc.session-state", "state": {"stage": "questions", "name": "Ada", "answers": 1},
-            "updated_keys": ["answers", "name", "stage"], "warnings": [], "stage": "questions"})]
-    );
-    assert_eq!(
-        h.take_inputs(),
-        vec![ProviderInput::ToolResult {
-            call_id: "s1".into(),
-            output: json!({"ok": true, "state": {"stage": "questions", "name": "Ada", "answers": 1}, "warnings": []}),
-            is_error: false,
-            scheduling: None,
-        }]
-    );
-    // Bad arguments are reported, nothing changes, the model still gets an answer.
-    h.provider(ProviderEvent::ToolCall {
-        call_id: "s2".into(),
-        name: "set_state".into(),
-        arguments: json!({"values": [1], "stage": 7}),
-    });
-    let event = h.take_events().pop().expect("state event");
-    assert_eq!(event["updated_keys"], json!([]));
-    assert_eq!(event["warnings"].as_array().map(Vec::len), Some(2));
-    assert_eq!(event["stage"], "questions");
-    // A write past the size bound is refused whole.
-    let huge = "x".repeat(STATE_MAX_BYTES);
-    h.provider(ProviderEvent::ToolCall {
-        call_id: "s3".into(),
-        name: "set_state".into(),
-        arguments: json!({"values": {"notes": huge}}),
-    });
-    let event = h.take_events().pop().expect("state event");
-    assert!(event["state"].get("notes").is_none());
-    assert!(h.timeline_kinds().contains(&"state.updated"));
-}
-
-#[test]
-fn without_a_state_set_state_is_an_unknown_tool() {
-    let mut h = Harness::live(openai(json!({})));
-    h.provider(ProviderEvent::ToolCall { call_id: "s1".into(), name: "set_state".into(), arguments: json!({}) });
-    assert!(h.take_events().is_empty());
-    assert!(matches!(&h.take_inputs()[..], [ProviderInput::ToolResult { is_error: true, .. }]));
 }
 
 fn speech16() -> Vec<i16> {

@@ -56,6 +56,11 @@ impl SessionCore {
         let name = tool.as_str().to_owned();
         self.emit(ServerEvent::ToolCall { tool_call_id: call_id.clone(), name: name.clone() }, None);
         self.emit(ServerEvent::ToolDispatchStarted { tool_call_id: call_id.clone(), name: name.clone() }, None);
+        if tool.backend().is_some() {
+            // Runs in the background; `tool-result` follows when it ends (tool_jobs.rs).
+            self.start_tool_job(now, call_id, tool, arguments);
+            return;
+        }
         let (ok, summary, output) = match tool {
             ServerTool::EndCall => {
                 self.end_after_goodbye(now, "end_call");

@@ -85,7 +85,10 @@ impl SessionCore {
                 (!heard.is_empty()).then(|| heard.to_owned())
             }
         };
-        let had_content = response.had_audio() || response.had_text || text.is_some();
+        // A reply cut before its first word was heard is neither a turn nor an empty transcript.
+        let text = text.filter(|text| !text.trim().is_empty());
+        let had_content =
+            if response.cut { text.is_some() } else { response.had_audio() || response.had_text || text.is_some() };
         if !had_content {
             self.playback.prune();
             return;

@@ -48,10 +48,15 @@ pub fn model() -> Arc<WhisperModel> {
 
 /// `text` spoken by espeak-ng (en-us, 150 words per minute), as 16 kHz mono samples in ±1.
 pub fn speak(text: &str) -> Vec<f32> {
+    speak_as(text, "en-us", 150)
+}
+
+/// `text` spoken by espeak-ng in `voice` at `words_per_minute`, as 16 kHz mono samples in ±1.
+pub fn speak_as(text: &str, voice: &str, words_per_minute: u32) -> Vec<f32> {
     let dir = tempfile::tempdir().expect("temp dir");
     let wav = dir.path().join("speech.wav");
     let status = Command::new("espeak-ng")
-        .args(["-v", "en-us", "-s", "150", "-w"])
+        .args(["-v", voice, "-s", &words_per_minute.to_string(), "-w"])
         .arg(&wav)
         .arg(text)
         .status()

@@ -1,16 +1,17 @@
 //! `session-load`: N voice sessions end to end, measured from both ends.
 //!
-//! One process holds all three parties, each on its own tokio runtime so its CPU can be told
-//! apart by thread name:
+//! Three parties; svc runs in its own process, so its CPU and memory are svc's alone:
 //!
-//! - **`svc-server`**: svc as `svc serve` runs it — the HTTP API, the embedded media room on
-//!   127.0.0.1 and the session runtime, on a temporary SQLite database. Every session is
-//!   started with `POST /api/v1/external/realtime/session/start` (model `provider_b`, OpenAI
-//!   Realtime), so the agent joins its room and bridges it to the provider.
-//! - **`fake-provider`**: OpenAI Realtime over WebSocket ([`fake`]), which the server reaches as
-//!   `OPENAI_BASE_URL`; it answers each of the user's turns with 2.4 s of 24 kHz speech streamed
+//! - **svc**: the real `svc` binary (`--svc`, by default the one built beside this benchmark),
+//!   set up with its own CLI (`svc workspace create`, `svc key create`) and run as `svc serve`
+//!   with the embedded media room on 127.0.0.1 and a temporary SQLite database — the one server
+//!   assembly production runs. Every session is started with
+//!   `POST /api/v1/external/realtime/session/start` (model `provider_b`, OpenAI Realtime), so the
+//!   agent joins its room and bridges it to the provider.
+//! - **`fake-provider`** (this process, its own runtime): OpenAI Realtime over WebSocket
+//!   ([`fake`]), which svc reaches as `OPENAI_BASE_URL`; it answers each of the user's turns with 2.4 s of 24 kHz speech streamed
 //!   at real time.
-//! - **`svc-client`**: per session one [`RoomClient`] (str0m: real ICE/DTLS/SRTP over UDP) that
+//! - **`svc-client`** (this process, its own runtime): per session one [`RoomClient`] (str0m: real ICE/DTLS/SRTP over UDP) that
 //!   joins with the start's credentials, publishes a microphone and loops a 6 s cycle of real
 //!   Opus 20 ms frames: 3 s of voice, 3 s of silence (silence frames as a browser sends them
 //!   with DTX off). The agent answers in the silent half: user and agent each talk about half
@@ -25,9 +26,10 @@
 //!   client's socket read of the j-th non-silent packet of the agent's track after the silence
 //!   that precedes the response; and, per response, delta 0 → the first packet (the delay svc
 //!   adds at the start of a reply).
-//! - **CPU** of the process and of each runtime's threads, and **RSS** per session.
+//! - **CPU** of svc's process (and of its thread groups) and of this process's runtimes, and
+//!   svc's **RSS** per session.
 //!
-//! A baseline phase (N = 1 by default) runs first in the same process. The report is Markdown on
+//! A baseline phase (N = 1 by default) runs first against the same svc. The report is Markdown on
 //! stdout; progress goes to stderr.
 
 mod fake;
@@ -43,13 +45,10 @@ use svc_audio::opus::EncoderConfig;
 use svc_audio::{FRAME_SAMPLES, OpusEncoder};
 use svc_bench::load::Target;
 use svc_bench::lock;
-use svc_bench::measure::{self, Cpu, Histogram, Memory, Summary};
-use svc_domain::{Scope, ScopeSet};
+use svc_bench::measure::{Cpu, Histogram, Memory, Summary};
+use svc_bench::svc_process::{self, SvcConfig, SvcProcess};
 use svc_room::client::{ClientEvent, ClientOptions, ClientStats, RoomClient};
-use svc_server::AppState;
-use svc_server::config::{Config, Database, ProviderKeys};
-use svc_store::Store;
-use tokio::runtime::{Handle, Runtime};
+use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 
 /// Frames of the client's cycle (6 s) and of its talk spurt (the first 3 s).
@@ -76,9 +75,9 @@ struct Args {
     /// Sessions starting at once while a phase opens them.
     #[arg(long, default_value_t = 16)]
     connect_concurrency: usize,
-    /// Worker threads of the server's runtime (`svc serve` uses one per core).
-    #[arg(long, default_value_t = 2)]
-    server_threads: usize,
+    /// The `svc` binary to measure [default: `svc` beside this benchmark].
+    #[arg(long, value_name = "PATH")]
+    svc: Option<std::path::PathBuf>,
     /// Worker threads of the clients' runtime.
     #[arg(long, default_value_t = 2)]
     client_threads: usize,
@@ -130,112 +129,98 @@ fn runtime(name: &str, threads: usize) -> anyhow::Result<Runtime> {
 }
 
 fn run(args: &Args) -> anyhow::Result<bool> {
-    let server_runtime = runtime("svc-server", args.server_threads)?;
+    let svc_binary = svc_process::binary(args.svc.as_deref())?;
     let fake_runtime = runtime("fake-provider", args.fake_threads)?;
     let client_runtime = runtime("svc-client", args.client_threads)?;
     let registry = Arc::new(fake::Registry::default());
     let cycle = Arc::new(client_cycle()?);
-    let initial = Memory::now();
 
     let fake_listener =
         fake_runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding the fake provider")?;
     let fake_addr = fake_listener.local_addr()?;
     fake_runtime.spawn(fake::serve(fake_listener, registry.clone()));
     let dir = tempfile::Builder::new().prefix("session-load-").tempdir().context("temporary directory")?;
-    let server = server_runtime.block_on(Server::start(dir.path(), fake_addr))?;
-    eprintln!("session-load: pid {}, svc on {}, fake provider on {fake_addr}", std::process::id(), server.addr);
+    let server = Server::start(&svc_binary, dir.path(), fake_addr)?;
+    let initial = Memory::of(server.process.pid());
+    eprintln!(
+        "session-load: svc ({}) pid {} on {}; clients and fake provider (on {fake_addr}) pid {}",
+        svc_binary.display(),
+        server.process.pid(),
+        server.addr,
+        std::process::id()
+    );
 
     let mut phases = Vec::new();
     let baseline = (args.baseline_sessions > 0).then_some(args.baseline_sessions);
     let plan = baseline.into_iter().map(|n| (n, true)).chain(args.sessions.iter().map(|n| (*n, false)));
     for (number, (sessions, is_baseline)) in plan.enumerate() {
-        let context = PhaseContext {
-            args,
-            number,
-            sessions,
-            server: &server,
-            server_handle: server_runtime.handle().clone(),
-            registry: &registry,
-            cycle: &cycle,
-        };
+        let context = PhaseContext { args, number, sessions, server: &server, registry: &registry, cycle: &cycle };
         let phase = client_runtime.block_on(run_phase(context))?;
         eprintln!("session-load: {}", phase.one_line());
         phases.push((phase, is_baseline));
     }
-    server_runtime.block_on(server.stop());
+    let stopped = server.process.stop(Duration::from_secs(30));
     drop(client_runtime);
     drop(fake_runtime);
-    drop(server_runtime);
+    let status = stopped?;
+    if !status.success() {
+        eprintln!("session-load: svc serve exited with {status}");
+    }
 
     println!("{}", report(args, initial, &phases));
     Ok(phases.iter().all(|(phase, _)| phase.healthy()))
 }
 
-/// svc in-process, assembled as `svc serve` assembles it (store, room, runtime, HTTP).
+/// svc in its own process, set up by its own CLI: a workspace without a session cap and a key
+/// that may start sessions, then `svc serve` with the fake as OpenAI's endpoint.
 struct Server {
+    process: SvcProcess,
     addr: std::net::SocketAddr,
     key: String,
-    runtime: svc_session::Runtime,
-    room: svc_room::RoomServer,
-    store: Store,
-    stop: tokio::sync::oneshot::Sender<()>,
-    http: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Server {
-    async fn start(dir: &std::path::Path, fake: std::net::SocketAddr) -> anyhow::Result<Server> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1:0")?;
-        let addr = listener.local_addr()?;
-        let mut config = Config::for_tests(dir, Database::Sqlite(dir.join("svc.db")));
-        config.provider_keys = ProviderKeys { openai: true, gemini: false, xai: false };
-        config.room.url = url::Url::parse(&format!("ws://{addr}/room")).context("room URL")?;
-        config.prepare_data_dir().context("data directory")?;
-        let store = AppState::connect_store(&config).await?;
-        let workspace =
-            store.create_workspace("session-load", "session-load", "localhost", svc_server::app::now_us()).await?;
-        let mut settings = workspace.settings.clone();
-        settings.max_concurrent_sessions = None;
-        store.update_workspace(&workspace.id, &settings, None).await?;
-        let (_, key) =
-            svc_server::auth::issue::create_api_key(&store, &workspace.id, ScopeSet::new([Scope::RealtimeStart]), None)
-                .await?;
-
-        let credentials = AppState::room_credentials(&config, &store).await?;
-        let room_config =
-            svc_room::RoomServerConfig { udp_port: 0, node_ips: config.room.node_ips.clone(), ..Default::default() };
-        let room = svc_room::RoomServer::start(room_config, credentials).await.context("starting the media room")?;
-        let fake_url = format!("http://{fake}/v1");
-        let provider_env = svc_provider::endpoint::ProviderEnv::from_lookup(|name| match name {
-            "OPENAI_API_KEY" => Some("sk-bench".to_owned()),
-            "OPENAI_BASE_URL" => Some(fake_url.clone()),
-            _ => None,
-        })?;
-        let runtime = svc_session::Runtime::new(svc_session::RuntimeConfig {
-            store: store.clone(),
-            room: room.clone(),
-            provider_env,
-            local: Some(config.local.clone()),
-            data_dir: config.data_dir.clone(),
-            node_id: config.node_id.clone(),
-            timing: svc_session::core::Timing::default(),
-            phone: None,
-        });
-        let dispatcher = Arc::new(svc_server::dispatch::RuntimeDispatcher(runtime.clone()));
-        let app = AppState::with_dispatcher(config, store.clone(), dispatcher).await?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let http = tokio::spawn(svc_server::run_with_room(listener, app, Some(room.clone()), async {
-            let _ = stopped.await;
-        }));
-        Ok(Server { addr, key, runtime, room, store, stop, http })
+    fn start(binary: &std::path::Path, dir: &std::path::Path, fake: std::net::SocketAddr) -> anyhow::Result<Server> {
+        let env = [
+            ("OPENAI_API_KEY", "sk-bench".to_owned()),
+            ("OPENAI_BASE_URL", format!("http://{fake}/v1")),
+            ("SVC_DEV_WORKSPACE", "off".to_owned()),
+            ("SVC_ROOM_UDP_PORT", "0".to_owned()),
+            ("SVC_ROOM_NODE_IP", "127.0.0.1".to_owned()),
+        ];
+        let config = SvcConfig {
+            binary: binary.to_owned(),
+            data_dir: dir.to_owned(),
+            env: env.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
+        };
+        config.admin(&[
+            "workspace",
+            "create",
+            "--slug",
+            "session-load",
+            "--name",
+            "session-load",
+            "--host",
+            "localhost",
+        ])?;
+        config.admin(&["workspace", "set", "session-load", "--max-concurrent-sessions", "unlimited"])?;
+        let key = config.admin(&["key", "create", "--workspace", "session-load", "--scope", "realtime:start"])?;
+        let process = SvcProcess::start(&config)?;
+        let addr = process.addr;
+        Ok(Server { process, addr, key })
     }
 
-    /// Stops like `svc serve` does: sessions, then rooms, then HTTP.
-    async fn stop(self) {
-        self.runtime.shutdown().await;
-        self.room.shutdown().await;
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.http).await;
-        self.store.close().await;
+    /// Sessions svc counts as live (its `/metrics` gauge, read from its store).
+    async fn live_sessions(&self) -> anyhow::Result<u64> {
+        let metrics = Target::new("metrics", "GET", "/metrics", "", None);
+        let (status, body) = svc_bench::load::probe(self.addr, &metrics).await?;
+        if status != 200 {
+            bail!("GET /metrics answered {status}");
+        }
+        body.lines()
+            .find_map(|line| line.strip_prefix("svc_live_sessions "))
+            .and_then(|value| value.trim().parse().ok())
+            .context("no svc_live_sessions in /metrics")
     }
 }
 
@@ -288,8 +273,6 @@ pub(crate) struct Probes {
     down: Histogram,
     /// A response's first delta → its first packet at the client.
     first_audio: Histogram,
-    /// How late a task of the server's runtime wakes from a 5 ms sleep.
-    server_wake_lag: Histogram,
     frames_sent: AtomicU64,
     send_errors: AtomicU64,
     pub(crate) appends_at_fake: AtomicU64,
@@ -309,7 +292,6 @@ impl Probes {
             up: Histogram::new(),
             down: Histogram::new(),
             first_audio: Histogram::new(),
-            server_wake_lag: Histogram::new(),
             frames_sent: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
             appends_at_fake: AtomicU64::new(0),
@@ -352,7 +334,6 @@ struct PhaseContext<'a> {
     number: usize,
     sessions: usize,
     server: &'a Server,
-    server_handle: Handle,
     registry: &'a Arc<fake::Registry>,
     cycle: &'a Arc<Vec<Arc<[u8]>>>,
 }
@@ -361,18 +342,21 @@ struct Phase {
     sessions: usize,
     setup: Duration,
     window: Duration,
-    cpu_process: f64,
-    cpu_server: f64,
+    /// svc's process, all of it.
+    cpu_svc: f64,
+    /// svc's busiest thread groups (tokio workers, the room's, the store's) with their CPU.
+    svc_threads: Vec<(String, f64)>,
+    /// This process: the fake provider and the clients.
+    cpu_bench: f64,
     cpu_fake: f64,
     cpu_client: f64,
+    /// Everything else on the machine.
     cpu_others: f64,
-    /// Other thread groups of the process (the store's workers, …) with their CPU.
-    cpu_threads: Vec<(String, f64)>,
+    /// svc's memory.
     memory: Memory,
     up: Summary,
     down: Summary,
     first_audio: Summary,
-    server_wake_lag: Summary,
     frames_sent: u64,
     send_errors: u64,
     appends_at_fake: u64,
@@ -391,14 +375,14 @@ impl Phase {
     fn one_line(&self) -> String {
         let ms = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.2}"));
         format!(
-            "N={}: CPU {:.0}% (svc-server {:.0}%, fake-provider {:.0}%, svc-client {:.0}%; other processes {:.0}%), RSS {:.0} MiB; → p50 {} p99 {} ms; ← p50 {} p99 {} ms; first audio p50 {} p99 {} ms; frames sent {} appends {} deltas {} speech packets {} responses heard {}",
+            "N={}: svc CPU {:.1}% ({:.2}% per session), svc RSS {:.0} MiB; fake-provider {:.0}%, svc-client {:.0}%, other processes {:.0}%; → p50 {} p99 {} ms; ← p50 {} p99 {} ms; first audio p50 {} p99 {} ms; frames sent {} appends {} deltas {} speech packets {} responses heard {}",
             self.sessions,
-            self.cpu_process,
-            self.cpu_server,
+            self.cpu_svc,
+            self.cpu_svc / self.sessions as f64,
+            self.memory.rss_mib,
             self.cpu_fake,
             self.cpu_client,
             self.cpu_others,
-            self.memory.rss_mib,
             ms(self.up.p50_ms),
             ms(self.up.p99_ms),
             ms(self.down.p50_ms),
@@ -427,7 +411,7 @@ impl Phase {
 }
 
 async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
-    let PhaseContext { args, number, sessions, server, server_handle, registry, cycle } = context;
+    let PhaseContext { args, number, sessions, server, registry, cycle } = context;
     // Fresh histograms and counters per phase.
     let probes = Arc::new(Probes::new());
     let stop = Arc::new(AtomicBool::new(false));
@@ -462,7 +446,6 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
         opened.push(result.context("session setup task")??);
     }
     let setup = setup_started.elapsed();
-    let wake_probe = server_handle.spawn(wake_lag(probes.clone(), stop.clone()));
     eprintln!(
         "session-load: {sessions} sessions talking after {:.1} s; warming up {} s",
         setup.as_secs_f64(),
@@ -470,14 +453,15 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
     );
 
     tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
-    let cpu_before = Cpu::now();
+    let svc_pid = server.process.pid();
+    let (svc_before, bench_before) = (Cpu::of(svc_pid), Cpu::now());
     let window_start = Instant::now();
     probes.measuring.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs_f64(args.seconds)).await;
     probes.measuring.store(false, Ordering::SeqCst);
-    let cpu_after = Cpu::now();
+    let (svc_after, bench_after) = (Cpu::of(svc_pid), Cpu::now());
     let window = window_start.elapsed();
-    let memory = Memory::now();
+    let memory = Memory::of(svc_pid);
 
     // Let the last measured frames arrive, then hang up: each session ends as its user leaves.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -497,39 +481,36 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
         leaving.spawn(session.client.leave());
     }
     while leaving.join_next().await.is_some() {}
-    let _ = wake_probe.await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while server.runtime.live_sessions() > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut live = server.live_sessions().await?;
+    while live > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        live = server.live_sessions().await?;
     }
-    let sessions_ended = server.runtime.live_sessions() == 0;
+    let sessions_ended = live == 0;
     if !sessions_ended {
-        eprintln!("session-load: {} sessions still live 60 s after their users left", server.runtime.live_sessions());
+        eprintln!("session-load: {live} sessions still live 60 s after their users left");
     }
 
     let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-    let groups = cpu_after.groups_percent_since(&cpu_before, window);
-    let group = |name: &str| groups.iter().find(|(group, _)| group == name).map_or(0.0, |(_, cpu)| *cpu);
-    let cpu_threads = groups
-        .iter()
-        .filter(|(name, cpu)| !["svc-server", "fake-provider", "svc-client"].contains(&name.as_str()) && *cpu >= 0.5)
-        .cloned()
-        .collect();
+    let cpu_svc = svc_after.process_percent_since(&svc_before, window);
+    let svc_threads =
+        svc_after.groups_percent_since(&svc_before, window).into_iter().filter(|(_, cpu)| *cpu >= 0.5).collect();
     Ok(Phase {
         sessions,
         setup,
         window,
-        cpu_process: cpu_after.process_percent_since(&cpu_before, window),
-        cpu_server: group("svc-server"),
-        cpu_fake: group("fake-provider"),
-        cpu_client: group("svc-client"),
-        cpu_others: cpu_after.others_percent_since(&cpu_before, window),
-        cpu_threads,
+        cpu_svc,
+        svc_threads,
+        cpu_bench: bench_after.process_percent_since(&bench_before, window),
+        cpu_fake: bench_after.group_percent_since(&bench_before, "fake-provider", window),
+        cpu_client: bench_after.group_percent_since(&bench_before, "svc-client", window),
+        // The machine minus this process (what `others_percent_since` leaves) minus svc.
+        cpu_others: (bench_after.others_percent_since(&bench_before, window) - cpu_svc).max(0.0),
         memory,
         up: probes.up.summary(),
         down: probes.down.summary(),
         first_audio: probes.first_audio.summary(),
-        server_wake_lag: probes.server_wake_lag.summary(),
         frames_sent: count(&probes.frames_sent),
         send_errors: count(&probes.send_errors),
         appends_at_fake: count(&probes.appends_at_fake),
@@ -712,27 +693,16 @@ impl Reader {
     }
 }
 
-/// The server runtime's scheduling lag while measuring (see [`measure::wake_lag`]): every session
-/// task sees it.
-async fn wake_lag(probes: Arc<Probes>, stop: Arc<AtomicBool>) {
-    measure::wake_lag(stop, |lag| {
-        if probes.measuring() {
-            probes.server_wake_lag.record(lag);
-        }
-    })
-    .await;
-}
-
 fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
     let ms = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.2}"));
     let baseline = phases.iter().find(|(_, is_baseline)| *is_baseline).map(|(phase, _)| phase);
     let mut out = String::new();
     out.push_str(&svc_bench::run_header(" --bin session-load"));
     out.push_str(&format!(
-        "- Setup: one process, three runtimes: svc (HTTP, embedded room, session runtime, SQLite) on {} threads (`svc-server`), the fake OpenAI Realtime provider on {} (`fake-provider`), the str0m clients on {} (`svc-client`). Each client loops 3 s of voice and 3 s of silence; the agent answers each turn with 2.4 s of 24 kHz speech streamed at real time. {} s warm-up, {} s measured per phase. RSS before any session: {:.0} MiB.\n\n",
-        args.server_threads, args.fake_threads, args.client_threads, args.warmup, args.seconds, initial.rss_mib,
+        "- Setup: svc in its own process (`svc serve`: HTTP, embedded room, session runtime, SQLite; one tokio worker per core), set up by its CLI; in the benchmark's process the fake OpenAI Realtime provider on {} thread(s) (`fake-provider`) and the str0m clients on {} (`svc-client`). Each client loops 3 s of voice and 3 s of silence; the agent answers each turn with 2.4 s of 24 kHz speech streamed at real time. {} s warm-up, {} s measured per phase. svc's RSS before any session: {:.0} MiB.\n\n",
+        args.fake_threads, args.client_threads, args.warmup, args.seconds, initial.rss_mib,
     ));
-    out.push_str("| sessions | CPU (% of a core) | svc-server | fake-provider | svc-client | marginal CPU per session (svc-server) | RSS MiB | RSS per session (MiB) | → client packet → provider frame p50 / p99 / max (ms) | ← provider frame → client packet p50 / p99 / max (ms) | first audio p50 / p99 (ms) | p99 vs baseline (→ / ←) |\n");
+    out.push_str("| sessions | svc CPU (% of a core) | svc CPU per session | marginal svc CPU per session vs baseline | svc RSS MiB | svc RSS per session (MiB) | fake-provider | svc-client | → client packet → provider frame p50 / p99 / max (ms) | ← provider frame → client packet p50 / p99 / max (ms) | first audio p50 / p99 (ms) | p99 vs baseline (→ / ←) |\n");
     out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (phase, is_baseline) in phases {
         let ratio = |value: Option<f64>, base: Option<f64>| match (value, base) {
@@ -743,11 +713,7 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
             Some(base) if !is_baseline && phase.sessions > base.sessions => {
                 let extra = (phase.sessions - base.sessions) as f64;
                 (
-                    format!(
-                        "{:.2} ({:.2})",
-                        (phase.cpu_process - base.cpu_process) / extra,
-                        (phase.cpu_server - base.cpu_server) / extra
-                    ),
+                    format!("{:.2}", (phase.cpu_svc - base.cpu_svc) / extra),
                     format!(
                         "{} / {}",
                         ratio(phase.up.p99_ms, base.up.p99_ms),
@@ -758,16 +724,16 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
             _ => ("(baseline)".to_owned(), "(baseline)".to_owned()),
         };
         out.push_str(&format!(
-            "| {}{} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.0} | {:.2} | {} / {} / {} | {} / {} / {} | {} / {} | {} |\n",
+            "| {}{} | {:.1} | {:.2} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {} / {} / {} | {} / {} / {} | {} / {} | {} |\n",
             phase.sessions,
             if *is_baseline { " (baseline)" } else { "" },
-            phase.cpu_process,
-            phase.cpu_server,
-            phase.cpu_fake,
-            phase.cpu_client,
+            phase.cpu_svc,
+            phase.cpu_svc / phase.sessions as f64,
             marginal,
             phase.memory.rss_mib,
             (phase.memory.rss_mib - initial.rss_mib) / phase.sessions as f64,
+            phase.cpu_fake,
+            phase.cpu_client,
             ms(phase.up.p50_ms),
             ms(phase.up.p99_ms),
             ms(phase.up.max_ms),
@@ -782,19 +748,20 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
     out.push_str(
         "\nAccounting over each whole phase (warm-up included; latency samples are the measured window's):\n\n",
     );
-    out.push_str("| sessions | other processes' CPU | other threads of the process (% of a core) | setup (s) | window (s) | frames sent | send errors | appends at provider | → samples (unmatched) | deltas sent | speech packets at clients | silence packets | ← samples (unmatched) | responses heard | frames dropped at clients | svc-server wake-up lag p50 / p99 (ms) | peak RSS MiB | sessions ended |\n");
-    out.push_str("|--:|--:|--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|\n");
+    out.push_str("| sessions | svc's thread groups (% of a core) | benchmark process CPU | other processes' CPU | setup (s) | window (s) | frames sent | send errors | appends at provider | → samples (unmatched) | deltas sent | speech packets at clients | silence packets | ← samples (unmatched) | responses heard | frames dropped at clients | svc peak RSS MiB | sessions ended |\n");
+    out.push_str("|--:|--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|\n");
     for (phase, _) in phases {
-        let threads = if phase.cpu_threads.is_empty() {
+        let threads = if phase.svc_threads.is_empty() {
             "–".to_owned()
         } else {
-            phase.cpu_threads.iter().map(|(name, cpu)| format!("`{name}` {cpu:.1}")).collect::<Vec<_>>().join(", ")
+            phase.svc_threads.iter().map(|(name, cpu)| format!("`{name}` {cpu:.1}")).collect::<Vec<_>>().join(", ")
         };
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {:.1} | {:.1} | {} | {} | {} | {} ({}) | {} | {} | {} | {} ({}) | {} | {} | {} / {} | {:.0} | {} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {} | {} | {} | {} ({}) | {} | {} | {} | {} ({}) | {} | {} | {:.0} | {} |\n",
             phase.sessions,
-            phase.cpu_others,
             threads,
+            phase.cpu_bench,
+            phase.cpu_others,
             phase.setup.as_secs_f64(),
             phase.window.as_secs_f64(),
             phase.frames_sent,
@@ -809,8 +776,6 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
             phase.packets_unmatched,
             phase.responses_heard,
             phase.client_stats.audio_frames_dropped,
-            ms(phase.server_wake_lag.p50_ms),
-            ms(phase.server_wake_lag.p99_ms),
             phase.memory.peak_mib,
             if phase.sessions_ended { "yes" } else { "**no**" },
         ));

@@ -171,3 +171,75 @@ async fn cancelled(mode: Mode) {
     assert!(errors.len() == 1 && !errors[0].fatal && errors[0].code == "unknown_tool_call", "{mode}: {errors:?}");
     done.assert_closed_normally(0);
 }
+
+#[tokio::test]
+#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
+async fn the_session_configs_tool_response_policy_reaches_the_wire() {
+    in_every_mode(policy_from_the_session_config).await;
+}
+
+/// The same conversation as [`non_blocking`], but the policy comes from a session start's
+/// `agent.tool_response_policy` through resolution (`SessionSetup::from_resolved`): the session
+/// default and the per-tool overrides are the declarations' `behavior`, and the policy's
+/// scheduling is the response's when the result names none.
+async fn policy_from_the_session_config(mode: Mode) {
+    use svc_domain::session_config::parse_start;
+    use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
+    use svc_domain::tools::ServerToolAvailability;
+    let parameters = json!({"type": "object", "properties": {"order_id": {"type": "string"}}});
+    let body = json!({"sdk": {"name": "conformance", "version": "1.0.0"}, "agent": {"type": "inline",
+        "model": "provider_a", "instructions": "You are a travel agent.",
+        "tools": [
+            {"kind": "client", "name": "start_job", "description": "Start a background job.", "parameters": parameters},
+            {"kind": "client", "name": "lookup_order", "description": "Find an order.", "parameters": parameters}],
+        "tool_response_policy": {"default": {"behavior": "blocking"},
+            "overrides": {"start_job": {"behavior": "non_blocking", "scheduling": "silent"}}}}});
+    let tools = ServerToolAvailability::default();
+    let context = StartContext {
+        catalog: svc_domain::model::ModelCatalog::embedded(),
+        server_tools: &tools,
+        caller_has_resources_read: false,
+        consents: svc_domain::settings::RecordingConsents::default(),
+        avatar_enabled: false,
+        server_max_session_seconds: None,
+    };
+    let request = parse_start(&body, None).expect("a valid start");
+    let resolved = resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves");
+    let setup = svc_provider::api::SessionSetup::from_resolved(&resolved);
+    assert!(setup.model.background_tools, "the catalog's default Gemini model takes background tools");
+    let mut run = Run::start(mode, "tool_non_blocking", setup).await;
+    run.ready().await;
+    user_turn(&run).await;
+    run.until("the call and the reply that goes on", |seen| {
+        has(seen, |e| matches!(e, ProviderEvent::ToolCall { .. })) && has(seen, is_assistant_final)
+    })
+    .await;
+    // No scheduling on the result: the policy's (`silent`) goes on the wire.
+    let first = call_id(&run.adapter.seen, 0);
+    let report = json!({"report": "ready"});
+    run.send(ProviderInput::ToolResult { call_id: first, output: report.clone(), is_error: false, scheduling: None })
+        .await;
+    run.until("the second call", |seen| count(seen, |e| matches!(e, ProviderEvent::ToolCall { .. })) >= 2).await;
+    let second = call_id(&run.adapter.seen, 1);
+    let invoice = json!({"invoice": 42});
+    let when_idle = Some(Scheduling::WhenIdle);
+    run.send(ProviderInput::ToolResult {
+        call_id: second,
+        output: invoice.clone(),
+        is_error: false,
+        scheduling: when_idle,
+    })
+    .await;
+    run.until("the closing reply", |seen| count(seen, is_assistant_final) >= 2).await;
+    let done = run.finish(1).await;
+    let facts = done.facts(0);
+    let declared = json!({"start_job": "NON_BLOCKING", "lookup_order": "BLOCKING"});
+    assert_eq!(facts["declared_behaviors"], declared, "{mode}");
+    let responses = json!([
+        {"id": "job-1", "name": "start_job", "response": {"output": report}, "scheduling": "SILENT"},
+        {"id": "job-2", "name": "start_job", "response": {"output": invoice}, "scheduling": "WHEN_IDLE"},
+    ]);
+    assert_eq!(facts["tool_responses"], responses, "{mode}");
+    assert_eq!(done.errors(), [], "{mode}");
+    done.assert_closed_normally(0);
+}

@@ -1,0 +1,178 @@
+//! svc as its own process: the real `svc` binary, assembled by `svc serve` exactly as an operator
+//! runs it, so a benchmark measures the server production runs (not a copy of its wiring) and
+//! the server's CPU and memory are its own (`/proc/<pid>`), apart from the load generator's.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::lock;
+
+/// Log lines kept for an error message.
+const LOG_TAIL: usize = 40;
+
+/// The `svc` binary to run: `explicit`, or the one built beside the running benchmark
+/// (`target/release/svc` next to `target/release/session-load`).
+pub fn binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let path = match explicit {
+        Some(path) => path.to_owned(),
+        None => std::env::current_exe().context("locating this benchmark")?.with_file_name("svc"),
+    };
+    if !path.is_file() {
+        bail!(
+            "no svc binary at {} (build it with `cargo build --release -p svc-server --bin svc`, or pass --svc PATH)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// How one `svc` is configured: its binary, its data directory (SQLite database included) and the
+/// environment every command of it gets, as an operator's shell would set it.
+#[derive(Debug, Clone)]
+pub struct SvcConfig {
+    /// The binary.
+    pub binary: PathBuf,
+    /// `SVC_DATA_DIR`.
+    pub data_dir: PathBuf,
+    /// Further environment (`OPENAI_BASE_URL`, `SVC_*`); nothing else of the caller's leaks in.
+    pub env: Vec<(String, String)>,
+}
+
+impl SvcConfig {
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.binary);
+        command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        command.env("SVC_DATA_DIR", &self.data_dir);
+        command.envs(self.env.iter().map(|(name, value)| (name, value)));
+        command
+    }
+
+    /// Runs an admin command (`svc workspace create …`) to its end and returns what it printed.
+    pub fn admin(&self, args: &[&str]) -> anyhow::Result<String> {
+        let output = self.command().args(args).output().with_context(|| format!("running svc {}", args.join(" ")))?;
+        if !output.status.success() {
+            bail!(
+                "svc {} failed ({}): {}",
+                args.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+}
+
+/// A running `svc serve`.
+pub struct SvcProcess {
+    child: Child,
+    /// Where its HTTP API (and the room's signalling) listens.
+    pub addr: SocketAddr,
+    log: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl SvcProcess {
+    /// Starts `svc serve` on a free port of 127.0.0.1 and waits until it announces where it
+    /// listens, which it does once the store, the room and the runtime are up.
+    pub fn start(config: &SvcConfig) -> anyhow::Result<SvcProcess> {
+        // A port chosen here rather than `:0`: svc derives its public and room URLs (the
+        // `livekit_url` clients get) from the listen address before binding it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|probe| probe.local_addr())
+            .context("finding a free port")?
+            .port();
+        let mut child = config
+            .command()
+            .env("SVC_LISTEN", format!("127.0.0.1:{port}"))
+            .arg("serve")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {} serve", config.binary.display()))?;
+        let stderr = child.stderr.take().context("svc serve's stderr")?;
+        let log = Arc::new(Mutex::new(VecDeque::with_capacity(LOG_TAIL)));
+        let (announce, announced) = std::sync::mpsc::channel::<String>();
+        let lines = log.clone();
+        // Reads the log for the whole run: a pipe nobody reads would stall the server once full.
+        std::thread::Builder::new()
+            .name("svc-log".to_owned())
+            .spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Some(rest) = line.split("listen=").nth(1) {
+                        // The receiver is gone once the address was read; later lines only log.
+                        let _ =
+                            announce.send(rest.split_whitespace().next().unwrap_or("").trim_matches('"').to_owned());
+                    }
+                    let mut tail = lock(&lines);
+                    if tail.len() == LOG_TAIL {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            })
+            .context("starting the log reader")?;
+        let mut process = SvcProcess { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), log };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(listen) = announced.recv_timeout(Duration::from_millis(100)) {
+                process.addr = listen.parse().with_context(|| format!("svc serve announced `listen={listen}`"))?;
+                return Ok(process);
+            }
+            if let Some(status) = process.child.try_wait()? {
+                std::thread::sleep(Duration::from_millis(200)); // the reader's last lines
+                bail!("svc serve exited ({status}) before it listened; its log:\n{}", process.log_tail());
+            }
+            if Instant::now() > deadline {
+                bail!("svc serve did not listen within 60 s; its log:\n{}", process.log_tail());
+            }
+        }
+    }
+
+    /// Its process id (for `/proc/<pid>`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines it logged.
+    pub fn log_tail(&self) -> String {
+        lock(&self.log).iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Stops it as an operator does (SIGTERM: sessions end, rooms close, HTTP drains) and waits up
+    /// to `grace` for its exit; then kills it.
+    pub fn stop(mut self, grace: Duration) -> anyhow::Result<ExitStatus> {
+        self.terminate();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.child.kill().context("killing svc serve")?;
+        bail!("svc serve did not stop within {} s of SIGTERM; its log:\n{}", grace.as_secs(), self.log_tail())
+    }
+
+    fn terminate(&self) {
+        // `kill` the command: the workspace forbids the unsafe a signal call would need. A failure
+        // leaves the process to `Drop`'s SIGKILL.
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).stderr(Stdio::null()).status();
+    }
+}
+
+impl Drop for SvcProcess {
+    fn drop(&mut self) {
+        // After `stop` this finds the process gone; on an early error it must not outlive the bench.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
