@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::load::Target;
 use crate::lock;
+
+/// Where clients' backends start sessions.
+const START_PATH: &str = "/api/v1/external/realtime/session/start";
 
 /// Log lines kept for an error message.
 const LOG_TAIL: usize = 40;
@@ -66,6 +70,41 @@ impl SvcConfig {
             );
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+
+    /// Creates a workspace `slug` without a session cap and a key of it that may start sessions,
+    /// as an operator does with the CLI; returns the key.
+    pub fn workspace_with_key(&self, slug: &str) -> anyhow::Result<String> {
+        self.admin(&["workspace", "create", "--slug", slug, "--name", slug, "--host", "localhost"])?;
+        self.admin(&["workspace", "set", slug, "--max-concurrent-sessions", "unlimited"])?;
+        self.admin(&["key", "create", "--workspace", slug, "--scope", "realtime:start"])
+    }
+}
+
+/// What a session start answered: the room's URL, the user's token, the session's id.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// `livekit_url`.
+    pub url: String,
+    /// `token`.
+    pub token: String,
+    /// `session_id`.
+    pub session_id: String,
+}
+
+/// Starts a session as a client's backend does (`POST …/session/start` with `key`).
+pub async fn start_session(addr: SocketAddr, key: &str, body: &serde_json::Value) -> anyhow::Result<Started> {
+    let body = body.to_string();
+    let start = Target::new("start", "POST", START_PATH, key, Some(&body));
+    let (status, answer) = crate::load::probe(addr, &start).await?;
+    if status != 200 {
+        bail!("session start answered {status}: {answer}");
+    }
+    let answer: serde_json::Value = serde_json::from_str(&answer).context("start response")?;
+    let field = |name: &str| answer.get(name).and_then(serde_json::Value::as_str).map(str::to_owned);
+    match (field("livekit_url"), field("token"), field("session_id")) {
+        (Some(url), Some(token), Some(session_id)) => Ok(Started { url, token, session_id }),
+        _ => bail!("start response without livekit_url, token or session_id: {answer}"),
     }
 }
 
@@ -133,6 +172,19 @@ impl SvcProcess {
                 bail!("svc serve did not listen within 60 s; its log:\n{}", process.log_tail());
             }
         }
+    }
+
+    /// Sessions svc counts as live (its `/metrics` gauge, read from its store).
+    pub async fn live_sessions(&self) -> anyhow::Result<u64> {
+        let metrics = Target::new("metrics", "GET", "/metrics", "", None);
+        let (status, body) = crate::load::probe(self.addr, &metrics).await?;
+        if status != 200 {
+            bail!("GET /metrics answered {status}");
+        }
+        body.lines()
+            .find_map(|line| line.strip_prefix("svc_live_sessions "))
+            .and_then(|value| value.trim().parse().ok())
+            .context("no svc_live_sessions in /metrics")
     }
 
     /// Its process id (for `/proc/<pid>`).

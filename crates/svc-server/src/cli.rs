@@ -298,9 +298,13 @@ pub fn main() -> ExitCode {
         }
     };
     let is_serve = matches!(cli.command, Command::Serve);
+    let unpinned = if is_serve { crate::candle_threads::pin(&config) } else { None };
     // Admin commands log only problems unless asked, so their output stays readable.
     let filter = if is_serve || cli.config.log.is_some() { config.log_filter.clone() } else { "warn".to_owned() };
     crate::telemetry::init(config.log_format, &filter);
+    if let Some(error) = unpinned {
+        tracing::warn!(%error, "provider_local: could not restart with CANDLE_NUM_THREADS set; candle uses its default threads");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod candle_threads;
 pub mod cli;
 pub mod config;
 pub mod dispatch;

@@ -221,10 +221,16 @@ struct Server {
 
 impl Server {
     fn start(data_dir: &std::path::Path, extra: &[&str]) -> Server {
+        Server::start_with_env(data_dir, extra, &[])
+    }
+
+    fn start_with_env(data_dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut args = vec!["--listen", "127.0.0.1:0", "--room-udp-port", "0", "--shutdown-grace-seconds", "5"];
         args.extend_from_slice(extra);
         args.push("serve");
-        let mut child = svc(data_dir, &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn serve");
+        let mut command = svc(data_dir, &args);
+        command.envs(env.iter().copied());
+        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn serve");
         let stderr = child.stderr.take().expect("stderr");
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -418,4 +424,46 @@ fn models_status_prints_json_with_the_flag_and_text_without() {
     assert!(status["capacity"].as_u64().is_some_and(|capacity| capacity >= 1), "{status}");
     let plain = ok(&run(dir.path(), &["--local-models", models_arg, "models", "status"]));
     assert_eq!(plain.trim(), format!("installed in {models_arg}"));
+}
+
+/// The local models, as `scripts/test.sh` installs them.
+fn local_models() -> String {
+    let dir = std::env::var_os("SVC_LOCAL_MODELS").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/local-models"),
+        std::path::PathBuf::from,
+    );
+    assert!(dir.join("whisper-base/model.safetensors").is_file(), "run `svc models install` (scripts/test.sh does)");
+    dir.display().to_string()
+}
+
+/// `svc serve`'s environment as the kernel has it.
+fn environment_of(server: &Server) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{}/environ", server.child.id())).expect("environ");
+    raw.split(|&byte| byte == 0).map(|entry| String::from_utf8_lossy(entry).into_owned()).collect()
+}
+
+#[test]
+#[ignore = "needs the local models; run by scripts/test.sh"]
+fn serve_runs_candles_quantized_products_on_the_local_threads() {
+    let models = local_models();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Pinned to the threads per session: the same process, restarted once with the variable.
+    let server = Server::start(dir.path(), &["--local-models", &models, "--local-threads", "1"]);
+    assert!(environment_of(&server).contains(&"CANDLE_NUM_THREADS=1".to_owned()));
+    let (status, _) = server.get("/healthz", "");
+    assert_eq!(status, 200);
+    assert!(server.terminate().success());
+    // An operator's own value is kept.
+    let server = Server::start_with_env(
+        dir.path(),
+        &["--local-models", &models, "--local-threads", "1"],
+        &[("CANDLE_NUM_THREADS", "3")],
+    );
+    let environment = environment_of(&server);
+    assert!(environment.contains(&"CANDLE_NUM_THREADS=3".to_owned()), "{environment:?}");
+    assert!(server.terminate().success());
+    // Without the models nothing is restarted.
+    let server = Server::start(dir.path(), &["--local-models", "/nonexistent"]);
+    assert!(!environment_of(&server).iter().any(|entry| entry.starts_with("CANDLE_NUM_THREADS=")));
+    assert!(server.terminate().success());
 }

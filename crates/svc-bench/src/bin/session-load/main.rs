@@ -39,14 +39,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
 use svc_audio::opus::EncoderConfig;
 use svc_audio::{FRAME_SAMPLES, OpusEncoder};
-use svc_bench::load::Target;
 use svc_bench::lock;
 use svc_bench::measure::{Cpu, Histogram, Memory, Summary};
-use svc_bench::svc_process::{self, SvcConfig, SvcProcess};
+use svc_bench::svc_process::{self, Started, SvcConfig, SvcProcess};
 use svc_room::client::{ClientEvent, ClientOptions, ClientStats, RoomClient};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
@@ -54,7 +53,6 @@ use tokio::task::JoinSet;
 /// Frames of the client's cycle (6 s) and of its talk spurt (the first 3 s).
 pub(crate) const CYCLE_FRAMES: usize = 300;
 const SPEECH_FRAMES: usize = 150;
-const START_PATH: &str = "/api/v1/external/realtime/session/start";
 
 /// Run N voice sessions end to end (client ⇄ svc ⇄ fake provider) and measure them.
 #[derive(Debug, Parser)]
@@ -193,34 +191,10 @@ impl Server {
             data_dir: dir.to_owned(),
             env: env.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
         };
-        config.admin(&[
-            "workspace",
-            "create",
-            "--slug",
-            "session-load",
-            "--name",
-            "session-load",
-            "--host",
-            "localhost",
-        ])?;
-        config.admin(&["workspace", "set", "session-load", "--max-concurrent-sessions", "unlimited"])?;
-        let key = config.admin(&["key", "create", "--workspace", "session-load", "--scope", "realtime:start"])?;
+        let key = config.workspace_with_key("session-load")?;
         let process = SvcProcess::start(&config)?;
         let addr = process.addr;
         Ok(Server { process, addr, key })
-    }
-
-    /// Sessions svc counts as live (its `/metrics` gauge, read from its store).
-    async fn live_sessions(&self) -> anyhow::Result<u64> {
-        let metrics = Target::new("metrics", "GET", "/metrics", "", None);
-        let (status, body) = svc_bench::load::probe(self.addr, &metrics).await?;
-        if status != 200 {
-            bail!("GET /metrics answered {status}");
-        }
-        body.lines()
-            .find_map(|line| line.strip_prefix("svc_live_sessions "))
-            .and_then(|value| value.trim().parse().ok())
-            .context("no svc_live_sessions in /metrics")
     }
 }
 
@@ -482,10 +456,10 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
     }
     while leaving.join_next().await.is_some() {}
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut live = server.live_sessions().await?;
+    let mut live = server.process.live_sessions().await?;
     while live > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        live = server.live_sessions().await?;
+        live = server.process.live_sessions().await?;
     }
     let sessions_ended = live == 0;
     if !sessions_ended {
@@ -561,18 +535,8 @@ impl SessionContext {
             "sdk": {"name": "session-load", "version": "1.0.0"},
             "agent": {"type": "inline", "model": "provider_b",
                 "instructions": format!("You are a load test. bench-session:{}", self.tag)},
-        })
-        .to_string();
-        let start = Target::new("start", "POST", START_PATH, &self.key, Some(&body));
-        let (status, answer) = svc_bench::load::probe(self.addr, &start).await?;
-        if status != 200 {
-            bail!("session start answered {status}: {answer}");
-        }
-        let answer: serde_json::Value = serde_json::from_str(&answer).context("start response")?;
-        let field = |name: &str| answer.get(name).and_then(serde_json::Value::as_str).map(str::to_owned);
-        let (Some(url), Some(token)) = (field("livekit_url"), field("token")) else {
-            bail!("start response without livekit_url or token: {answer}");
-        };
+        });
+        let Started { url, token, .. } = svc_process::start_session(self.addr, &self.key, &body).await?;
         let options = ClientOptions { connect_timeout: Duration::from_secs(30), ..Default::default() };
         let mut client = RoomClient::connect(&url, &token, options)
             .await
