@@ -15,6 +15,8 @@
 //! - **end of turn**: until `user-stopped-speaking` arrives (the detector's silence,
 //!   `silence_duration_ms`);
 //! - **heard**: until the final user transcript arrives;
+//! - **`bot-started-speaking`**: until that event arrives (svc released the reply's first frame
+//!   to the room), which splits the reply's time inside svc from the room's output path;
 //! - **total**: until the first audible 20 ms of the agent's reply arrives (peak above −40 dBFS),
 //!   what the user waits for.
 //!
@@ -209,6 +211,8 @@ struct Turn {
     index: usize,
     end_of_turn: f64,
     heard_at: f64,
+    /// `bot-started-speaking`: svc released the reply's first frame to the room.
+    speaking: f64,
     total: f64,
     question: String,
     heard: String,
@@ -410,6 +414,7 @@ impl Conversation {
         let mut next = 0;
         let mut speech_end = None;
         let (mut stopped, mut transcribed, mut first_audio, mut completed) = (None, None, None, None);
+        let mut speaking = None;
         let mut heard = Vec::new();
         let mut reply = String::new();
         loop {
@@ -437,6 +442,7 @@ impl Conversation {
                 }
                 Heard::Message(message, at) if speech_end.is_some() => match message["type"].as_str() {
                     Some("user-stopped-speaking") => stopped = stopped.or(Some(at)),
+                    Some("bot-started-speaking") => speaking = speaking.or(Some(at)),
                     Some("transcript") if message["is_final"] == true => {
                         let text = message["text"].as_str().unwrap_or_default().to_owned();
                         if message["role"] == "USER" {
@@ -462,6 +468,7 @@ impl Conversation {
             index,
             end_of_turn: ms(stopped),
             heard_at: ms(transcribed),
+            speaking: ms(speaking),
             total: ms(Some(first_audio)),
             question: question.to_owned(),
             heard: heard.join(" "),
@@ -547,8 +554,8 @@ async fn measure(args: &Args, server: &SvcProcess, key: &str) -> anyhow::Result<
         args.preemptive,
         if args.hog { "; a thread spinning on one core beside them (`--hog`)" } else { "" },
     ));
-    out.push_str("| sessions | turns | total p50 / p95 | end of turn p50 | final user transcript p50 / p95 | WER | words per reply (median / max) | replies in English | turn 12 / turn 1 (p50) |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| sessions | turns | total p50 / p95 | end of turn p50 | final user transcript p50 / p95 | `bot-started-speaking` p50 / p95 | WER | words per reply (median / max) | replies in English | turn 12 / turn 1 (p50) |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
     let mut per_index = Vec::new();
     for &n in &args.sessions {
         let mut turns = Vec::new();
@@ -575,8 +582,8 @@ async fn measure(args: &Args, server: &SvcProcess, key: &str) -> anyhow::Result<
             }
         }
         let column = |f: fn(&Turn) -> f64| turns.iter().map(f).filter(|v| v.is_finite()).collect::<Vec<f64>>();
-        let (mut eot, mut heard_at, mut total) =
-            (column(|t| t.end_of_turn), column(|t| t.heard_at), column(|t| t.total));
+        let (mut eot, mut heard_at, mut speaking, mut total) =
+            (column(|t| t.end_of_turn), column(|t| t.heard_at), column(|t| t.speaking), column(|t| t.total));
         let (errors, words) = turns
             .iter()
             .map(|t| word_error_rate(&t.question, &t.heard))
@@ -590,13 +597,15 @@ async fn measure(args: &Args, server: &SvcProcess, key: &str) -> anyhow::Result<
         };
         let growth = if args.turns >= 12 { format!("{:.2}", at_index(11).0 / at_index(0).0) } else { "–".to_owned() };
         out.push_str(&format!(
-            "| {n} | {} | {:.0} / {:.0} ms | {:.0} ms | {:.0} / {:.0} ms | {:.1} % ({errors}/{words} words) | {:.0} / {:.0} | {english} of {} | {growth} |\n",
+            "| {n} | {} | {:.0} / {:.0} ms | {:.0} ms | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.1} % ({errors}/{words} words) | {:.0} / {:.0} | {english} of {} | {growth} |\n",
             turns.len(),
             percentile(&mut total, 0.5),
             percentile(&mut total, 0.95),
             percentile(&mut eot, 0.5),
             percentile(&mut heard_at, 0.5),
             percentile(&mut heard_at, 0.95),
+            percentile(&mut speaking, 0.5),
+            percentile(&mut speaking, 0.95),
             100.0 * errors as f64 / words.max(1) as f64,
             percentile(&mut reply_words, 0.5),
             longest,
