@@ -21,12 +21,17 @@ const MS: Duration = Duration::from_millis(1);
 const PRIMED: Duration = Duration::from_millis(20 * PRIMING_FRAMES as u64);
 
 fn resolved(agent: Value, session: Value) -> Arc<ResolvedSession> {
+    let tools = ServerToolAvailability::new([ServerTool::EndCall, ServerTool::SpeakerLog, ServerTool::ExamineImage]);
+    resolved_with(agent, session, &tools)
+}
+
+/// [`resolved`] on a deployment whose server tools are `tools`.
+fn resolved_with(agent: Value, session: Value, tools: &ServerToolAvailability) -> Arc<ResolvedSession> {
     let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": agent, "session": session});
     let request = parse_start(&body, None).expect("valid start");
-    let tools = ServerToolAvailability::new([ServerTool::EndCall, ServerTool::SpeakerLog, ServerTool::ExamineImage]);
     let context = StartContext {
         catalog: ModelCatalog::embedded(),
-        server_tools: &tools,
+        server_tools: tools,
         caller_has_resources_read: false,
         consents: RecordingConsents { audio: true, transcript: true, video: false },
         avatar_enabled: false,

@@ -92,19 +92,9 @@ fn without_a_state_set_state_is_an_unknown_tool() {
 
 /// A session with the backend-run tools (the deployment has their backends).
 fn with_backend_tools() -> Harness {
-    let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b",
-        "tools": [{"kind": "web_search"}, {"kind": "detect_objects"}]}});
-    let tools = ServerToolAvailability::all();
-    let context = StartContext {
-        catalog: ModelCatalog::embedded(),
-        server_tools: &tools,
-        caller_has_resources_read: false,
-        consents: RecordingConsents { audio: true, transcript: true, video: false },
-        avatar_enabled: false,
-        server_max_session_seconds: None,
-    };
-    let request = parse_start(&body, None).expect("valid start");
-    Harness::live(Arc::new(resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves")))
+    let agent =
+        json!({"type": "inline", "model": "provider_b", "tools": [{"kind": "web_search"}, {"kind": "detect_objects"}]});
+    Harness::live(resolved_with(agent, json!({}), &ServerToolAvailability::all()))
 }
 
 fn call(h: &mut Harness, id: &str, name: &str) {
