@@ -7,6 +7,9 @@
 #[path = "../../svc-sip/tests/peer/mod.rs"]
 mod peer;
 
+#[path = "support/live_room.rs"]
+mod live_room;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,11 +24,9 @@ use svc_domain::settings::RecordingConsents;
 use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
 use svc_domain::tools::{ServerTool, ServerToolAvailability};
 use svc_phone::{PhoneConfig, PhoneService};
-use svc_room::{LocalJoinOptions, ParticipantKind, RoomCredentials, RoomEvent, RoomServer, RoomServerConfig};
+use svc_room::{LocalJoinOptions, ParticipantKind, RoomEvent};
 use svc_session::{DialRequest, Runtime, RuntimeConfig, SessionRequest};
-use svc_store::testing::TestDatabase;
-use svc_store::{Backend, NewSession};
-use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor};
+use svc_testkit::{FakeUpstream, Flavor};
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
@@ -96,38 +97,8 @@ async fn heard_until_the_room_closes(user: &mut svc_room::LocalParticipant) -> V
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_closes() {
-    let database = TestDatabase::new(Backend::Sqlite).await;
+    let (database, room) = live_room::store_and_room(SESSION, ROOM).await;
     let store = database.store.clone();
-    let now_us = 1_800_000_000_000_000;
-    let workspace = store.create_workspace("acme", "Acme", "localhost", now_us).await.expect("workspace");
-    let project = store.default_project(&workspace.id).await.expect("project");
-    let new_session = NewSession {
-        id: SESSION,
-        workspace_id: &workspace.id,
-        project_id: &project.id,
-        source: "live",
-        status: "active",
-        usage_status: "pending",
-        started_us: now_us,
-        ended_us: None,
-        provider: Some("provider_b"),
-        model: None,
-        title: None,
-        room_name: Some(ROOM),
-        config: None,
-        now_us,
-    };
-    store.insert_session(&new_session).await.expect("session");
-
-    let room_config = RoomServerConfig {
-        udp_port: 0,
-        node_ips: vec!["127.0.0.1".parse().expect("ip")],
-        empty_timeout: Duration::from_secs(30),
-        ..Default::default()
-    };
-    let room = RoomServer::start(room_config, RoomCredentials::new("key", "secret-secret-secret-secret-secret"))
-        .await
-        .expect("room server");
     let trunk = UdpSocket::bind("127.0.0.1:0").await.expect("trunk");
     let trunk_addr = trunk.local_addr().expect("trunk address");
     let mut phone_config =
@@ -136,13 +107,7 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
     let phone_shutdown = CancellationToken::new();
     let phone = PhoneService::start(phone_config, room.clone(), phone_shutdown.clone()).await.expect("phone service");
     let fake = FakeUpstream::start(Flavor::OpenAi).await;
-    let fake_url = fake.openai_base_url();
-    let provider_env = svc_provider::endpoint::ProviderEnv::from_lookup(|name| match name {
-        "OPENAI_API_KEY" => Some(FAKE_API_KEY.to_owned()),
-        "OPENAI_BASE_URL" => Some(fake_url.clone()),
-        _ => None,
-    })
-    .expect("provider settings");
+    let provider_env = live_room::provider_env(&fake);
     let data_dir = tempfile::tempdir().expect("data dir");
     let runtime = Runtime::new(RuntimeConfig {
         store: store.clone(),

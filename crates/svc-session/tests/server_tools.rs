@@ -5,6 +5,9 @@
 //! background, and the backend's answer reaches the model as the call's output, while the
 //! room hears `tool-call`, `tool-dispatch-started` and `tool-result`.
 
+#[path = "support/live_room.rs"]
+mod live_room;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,11 +21,9 @@ use svc_domain::session_config::parse_start;
 use svc_domain::settings::RecordingConsents;
 use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
 use svc_domain::tools::{ServerTool, ServerToolAvailability};
-use svc_room::{LocalJoinOptions, ParticipantKind, RoomCredentials, RoomEvent, RoomServer, RoomServerConfig};
+use svc_room::{LocalJoinOptions, ParticipantKind, RoomEvent};
 use svc_session::{Runtime, RuntimeConfig, SessionRequest};
-use svc_store::testing::TestDatabase;
-use svc_store::{Backend, NewSession};
-use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor, Reply};
+use svc_testkit::{FakeUpstream, Flavor, Reply};
 use svc_tools::{SearchApi, ToolBackends, VisionBackend, WebSearchBackend};
 use tokio::time::timeout;
 use url::Url;
@@ -78,37 +79,8 @@ async fn heard(user: &mut svc_room::LocalParticipant, types: &[&str]) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_search_and_detect_objects_answer_the_model_from_their_backends() {
-    let database = TestDatabase::new(Backend::Sqlite).await;
+    let (database, room) = live_room::store_and_room(SESSION, ROOM).await;
     let store = database.store.clone();
-    let now_us = 1_800_000_000_000_000;
-    let workspace = store.create_workspace("acme", "Acme", "localhost", now_us).await.expect("workspace");
-    let project = store.default_project(&workspace.id).await.expect("project");
-    let new_session = NewSession {
-        id: SESSION,
-        workspace_id: &workspace.id,
-        project_id: &project.id,
-        source: "live",
-        status: "active",
-        usage_status: "pending",
-        started_us: now_us,
-        ended_us: None,
-        provider: Some("provider_b"),
-        model: None,
-        title: None,
-        room_name: Some(ROOM),
-        config: None,
-        now_us,
-    };
-    store.insert_session(&new_session).await.expect("session");
-    let room_config = RoomServerConfig {
-        udp_port: 0,
-        node_ips: vec!["127.0.0.1".parse().expect("ip")],
-        empty_timeout: Duration::from_secs(30),
-        ..Default::default()
-    };
-    let room = RoomServer::start(room_config, RoomCredentials::new("key", "secret-secret-secret-secret-secret"))
-        .await
-        .expect("room server");
     let fake = FakeUpstream::start(Flavor::OpenAi).await;
     fake.queue([
         Reply::ToolCall { name: "web_search".into(), arguments: json!({"query": "weather in Lyon"}) },
@@ -116,13 +88,7 @@ async fn web_search_and_detect_objects_answer_the_model_from_their_backends() {
         Reply::ToolCall { name: "detect_objects".into(), arguments: json!({}) },
         Reply::Speak("I see a teapot.".into()),
     ]);
-    let fake_url = fake.openai_base_url();
-    let provider_env = svc_provider::endpoint::ProviderEnv::from_lookup(|name| match name {
-        "OPENAI_API_KEY" => Some(FAKE_API_KEY.to_owned()),
-        "OPENAI_BASE_URL" => Some(fake_url.clone()),
-        _ => None,
-    })
-    .expect("provider settings");
+    let provider_env = live_room::provider_env(&fake);
     let (backend_url, asked) = fake_backends().await;
     let tool_backends = ToolBackends {
         web_search: Some(WebSearchBackend {

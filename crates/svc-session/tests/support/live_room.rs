@@ -1,0 +1,58 @@
+//! What a runtime test against the real room needs first, shared by the tests that include this
+//! file with `#[path]`: a store holding the live session's row, the embedded room server on
+//! loopback, and the provider settings that point OpenAI's family at a fake.
+
+use std::time::Duration;
+
+use svc_room::{RoomCredentials, RoomServer, RoomServerConfig};
+use svc_store::testing::TestDatabase;
+use svc_store::{Backend, NewSession};
+use svc_testkit::{FAKE_API_KEY, FakeUpstream};
+
+/// A SQLite store with the workspace `acme` and the live session `session` in room `room`
+/// (provider_b), and a room server on 127.0.0.1.
+pub async fn store_and_room(session: &str, room: &str) -> (TestDatabase, RoomServer) {
+    let database = TestDatabase::new(Backend::Sqlite).await;
+    let store = &database.store;
+    let now_us = 1_800_000_000_000_000;
+    let workspace = store.create_workspace("acme", "Acme", "localhost", now_us).await.expect("workspace");
+    let project = store.default_project(&workspace.id).await.expect("project");
+    let new_session = NewSession {
+        id: session,
+        workspace_id: &workspace.id,
+        project_id: &project.id,
+        source: "live",
+        status: "active",
+        usage_status: "pending",
+        started_us: now_us,
+        ended_us: None,
+        provider: Some("provider_b"),
+        model: None,
+        title: None,
+        room_name: Some(room),
+        config: None,
+        now_us,
+    };
+    store.insert_session(&new_session).await.expect("session");
+    let room_config = RoomServerConfig {
+        udp_port: 0,
+        node_ips: vec!["127.0.0.1".parse().expect("ip")],
+        empty_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let room = RoomServer::start(room_config, RoomCredentials::new("key", "secret-secret-secret-secret-secret"))
+        .await
+        .expect("room server");
+    (database, room)
+}
+
+/// Provider settings that send OpenAI's family to `fake`.
+pub fn provider_env(fake: &FakeUpstream) -> svc_provider::endpoint::ProviderEnv {
+    let fake_url = fake.openai_base_url();
+    svc_provider::endpoint::ProviderEnv::from_lookup(|name| match name {
+        "OPENAI_API_KEY" => Some(FAKE_API_KEY.to_owned()),
+        "OPENAI_BASE_URL" => Some(fake_url.clone()),
+        _ => None,
+    })
+    .expect("provider settings")
+}
