@@ -491,7 +491,7 @@ impl LocalCore {
             return;
         }
         let id = self.id();
-        let mut messages = self.messages();
+        let mut messages = self.messages_before(1);
         messages.push(ChatMessage::user(text.clone()));
         let params = self.reply_params(self.replies + 1);
         self.jobs.push_back(Job::Generate { id, messages, tools: self.cfg.tools.clone(), params });
@@ -617,6 +617,12 @@ impl LocalCore {
     // Replies
 
     fn messages(&self) -> Vec<ChatMessage> {
+        self.messages_before(0)
+    }
+
+    /// The prompt's messages for a reply that will come after `upcoming` more messages (the
+    /// user's next one), without them.
+    fn messages_before(&self, upcoming: usize) -> Vec<ChatMessage> {
         let mut system = self.cfg.system_prompt.clone();
         if !self.notes.is_empty() {
             system.push_str("\n\nContext:");
@@ -630,7 +636,7 @@ impl LocalCore {
         let heard = |message: &&ChatMessage| {
             !(message.role == ChatRole::Assistant && message.content.is_empty() && message.tool_calls.is_empty())
         };
-        let start = history_start(&self.history);
+        let start = history_start(&self.history, upcoming);
         messages.extend(self.history[start..].iter().filter(heard).cloned());
         messages
     }
@@ -861,7 +867,13 @@ impl LocalCore {
         });
         // Usage once everything of the response is counted (its last sentence's audio included).
         self.publish_usage();
+        let completed = status == ResponseStatus::Completed;
         self.events.push_back(ProviderEvent::ResponseDone { status });
+        if completed {
+            // While the reply plays and the user answers, the model can read the conversation
+            // so far: the next reply then reads only the user's words.
+            self.jobs.push_back(Job::ReadAhead { messages: self.messages_before(1), tools: self.cfg.tools.clone() });
+        }
         let final_held = hold_final && !self.cfg.text_only;
         self.last = Some(Finished { said: response.said, message, transcript, final_held });
     }
@@ -930,17 +942,19 @@ impl LocalCore {
     }
 }
 
-/// Where the prompt's conversation starts: the whole history while it is short; past
-/// [`HISTORY_MAX`] messages, the recent ones from a start that moves in steps of
+/// Where the prompt's conversation starts, for a prompt that will add `upcoming` messages to
+/// `history` (the user's next one: a draft's prompt, or one read ahead): the whole history while
+/// it is short; past [`HISTORY_MAX`] messages, the recent ones from a start that moves in steps of
 /// [`HISTORY_STEP`] (so the prompt's beginning, and the model's cached reading of it, stays the
 /// same for several turns), then on to the first user message (never a reply or a tool result
 /// without what it answers). Keeps the prompt, and the time to the first word, from growing with
 /// the conversation.
-fn history_start(history: &[ChatMessage]) -> usize {
-    if history.len() <= HISTORY_MAX {
+fn history_start(history: &[ChatMessage], upcoming: usize) -> usize {
+    let len = history.len() + upcoming;
+    if len <= HISTORY_MAX {
         return 0;
     }
-    let start = (history.len() - HISTORY_STEP) / HISTORY_STEP * HISTORY_STEP;
+    let start = ((len - HISTORY_STEP) / HISTORY_STEP * HISTORY_STEP).min(history.len());
     history[start..].iter().position(|message| message.role == ChatRole::User).map_or(start, |at| start + at)
 }
 

@@ -20,6 +20,7 @@ pub mod install;
 pub mod models;
 pub mod sentences;
 pub mod shell;
+mod timing;
 pub mod tts;
 
 use std::sync::Arc;

@@ -118,11 +118,12 @@ impl VoiceBudget {
     }
 }
 
-/// Whether `piece` ends a sentence (rather than a clause, or mid-word); a colon or semicolon
-/// counts, as the splitter cuts there too (a small model's "To make tea: 1. Boil…" is otherwise
-/// one endless sentence).
+/// Whether `piece` ends a sentence (rather than a clause, or mid-word); a semicolon counts, as
+/// the splitter cuts there too (a small model's "1. Boil…; 2. Add…" is otherwise one endless
+/// sentence). A colon does not: what it announces comes next, and a reply that stopped at "Here
+/// are three ideas:" would promise and not say.
 fn ends_sentence(piece: &str) -> bool {
-    piece.trim_end_matches(['"', '\'', ')']).ends_with(['.', '!', '?', ':', ';'])
+    piece.trim_end_matches(['"', '\'', ')']).ends_with(['.', '!', '?', ';'])
 }
 
 /// What is spoken of a sentence: markdown and emphasis marks out, whitespace collapsed.
@@ -190,7 +191,9 @@ mod tests {
         assert_eq!(budget.admit_tail(Some("ok then".into()), false), ["ok then"]);
         let mut listing = VoiceBudget::new(2);
         listing.admit(vec!["To make tea:".into(), "1. Boil the water;".into()]);
-        assert!(listing.is_full(), "a colon or semicolon ends a sentence");
+        assert!(!listing.is_full(), "a colon announces what follows: it is not a sentence of its own");
+        assert_eq!(listing.admit(vec!["2. Add the leaves.".into(), "3. Wait.".into()]), ["2. Add the leaves."]);
+        assert!(listing.is_full(), "a semicolon ends a sentence");
         // No limit.
         let mut open = VoiceBudget::new(0);
         assert_eq!(open.admit(vec!["A.".into(), "B.".into(), "C.".into()]).len(), 3);

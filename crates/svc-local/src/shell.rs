@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::{Job, LocalCore, Outcome, RATE_HZ};
 use crate::engines::{Brain, LocalEngines, Permit};
+use crate::timing::{Stage, TurnTiming};
 use crate::tts::{self, Voice};
 
 /// Outcomes waiting for the shell (a token each while generating).
@@ -58,6 +59,8 @@ pub fn spawn(
         speech_dropped_before: Arc::new(AtomicU64::new(0)),
         shutdown: shutdown.clone(),
         permit,
+        timing: TurnTiming::default(),
+        whole_turn_transcription: None,
     };
     let task = tokio::spawn(shell.run());
     ProviderSession { input: input_tx, events: event_rx, resumption_handle: handle_rx, shutdown, task }
@@ -93,6 +96,10 @@ struct Shell {
     shutdown: CancellationToken,
     /// The session's slot: held until the session ends; its threads run the models.
     permit: Permit,
+    /// When the current turn's stages happened (for the `svc_local::timing` log).
+    timing: TurnTiming,
+    /// The whole-turn transcription running, if any (partials are not a stage of the reply).
+    whole_turn_transcription: Option<u64>,
 }
 
 /// Which lane an outcome frees. `None` as the outcome: the job ended and said nothing more.
@@ -133,6 +140,7 @@ impl Shell {
                         LaneKind::Stream => {}
                     }
                     if let Some(outcome) = outcome {
+                        self.note_outcome(&outcome);
                         self.core.handle_outcome(outcome);
                     }
                 }
@@ -147,20 +155,25 @@ impl Shell {
     /// Reads the system prompt into the embedded model's prefix cache on the brain lane, so the
     /// first reply reads only the user's words (about 0.1 s instead of about 0.9 s).
     fn warm_up(&mut self) {
+        let (messages, tools) = self.core.prompt();
+        self.brain.queue.push_back(Job::ReadAhead { messages, tools });
+    }
+
+    /// Reads `messages` into the embedded model's prefix cache (nothing to do for an endpoint).
+    fn read_ahead(&mut self, messages: Vec<svc_llm::ChatMessage>, tools: Vec<svc_llm::ToolDef>) {
         if self.engines.config().brain != Brain::Embedded {
+            self.brain.busy = false;
             return;
         }
-        let (messages, tools) = self.core.prompt();
         let engines = self.engines.clone();
         let permit = self.permit.clone();
         let tx = self.outcome_tx.clone();
-        self.brain.busy = true;
         tokio::task::spawn_blocking(move || {
             let read = permit.install(|| {
                 engines.smollm().and_then(|model| model.warm_up(&messages, &tools).map_err(|e| e.to_string()))
             });
             if let Err(error) = read {
-                tracing::warn!(%error, "provider_local: could not read the system prompt ahead");
+                tracing::warn!(%error, "provider_local: could not read the conversation ahead");
             }
             // The session ended meanwhile.
             let _ = tx.blocking_send((LaneKind::Brain, None));
@@ -202,15 +215,27 @@ impl Shell {
                 }
                 job @ Job::Transcribe { partial: false, .. } => {
                     // The turn is over: partials still waiting would only delay its transcript.
-                    self.brain.queue.retain(|queued| !matches!(queued, Job::Transcribe { partial: true, .. }));
+                    self.brain.queue.retain(|queued| {
+                        !matches!(queued, Job::Transcribe { partial: true, .. } | Job::ReadAhead { .. })
+                    });
                     self.brain.queue.push_back(job);
                 }
-                job @ (Job::Transcribe { .. } | Job::Generate { .. }) => self.brain.queue.push_back(job),
+                job @ (Job::Transcribe { .. } | Job::Generate { .. }) => {
+                    // Reading ahead only saves time while nothing else waits for the lane.
+                    self.brain.queue.retain(|queued| !matches!(queued, Job::ReadAhead { .. }));
+                    self.brain.queue.push_back(job);
+                }
+                job @ Job::ReadAhead { .. } => {
+                    // Only the newest conversation is worth reading.
+                    self.brain.queue.retain(|queued| !matches!(queued, Job::ReadAhead { .. }));
+                    self.brain.queue.push_back(job);
+                }
                 job @ Job::Speak { .. } => self.speech.queue.push_back(job),
             }
         }
         self.run_lanes();
         while let Some(event) = self.core.poll_event() {
+            self.note_event(&event);
             let last = matches!(event, ProviderEvent::Closed { .. });
             if self.event_tx.send(event).await.is_err() {
                 return false;
@@ -237,7 +262,42 @@ impl Shell {
         }
     }
 
+    /// Notes the stage an outcome ends.
+    fn note_outcome(&mut self, outcome: &Outcome) {
+        let stage = match outcome {
+            Outcome::Transcribed { id, .. } if self.whole_turn_transcription == Some(*id) => Stage::Transcribed,
+            Outcome::Transcribed { .. } | Outcome::Generated { .. } => return,
+            Outcome::Text { .. } => Stage::Text,
+            Outcome::Spoken { .. } => Stage::Spoken,
+        };
+        self.timing.note(stage, std::time::Instant::now());
+    }
+
+    /// Notes the stage an event marks; the reply's first audio writes the turn's timing line.
+    fn note_event(&mut self, event: &ProviderEvent) {
+        let now = std::time::Instant::now();
+        match event {
+            ProviderEvent::UserSpeechStarted => self.timing.note(Stage::SpeechStarted, now),
+            ProviderEvent::UserSpeechStopped => self.timing.note(Stage::SpeechStopped, now),
+            ProviderEvent::AssistantAudio { .. } => {
+                if let Some(line) = self.timing.first_audio(now) {
+                    tracing::debug!(target: "svc_local::timing", "turn (ms from the end of speech): {line}");
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn run_brain(&mut self, job: Job) {
+        let now = std::time::Instant::now();
+        match &job {
+            Job::Transcribe { id, partial: false, .. } => {
+                self.whole_turn_transcription = Some(*id);
+                self.timing.note(Stage::TranscribeStarted, now);
+            }
+            Job::Generate { .. } => self.timing.note(Stage::GenerateStarted, now),
+            _ => {}
+        }
         let tx = self.outcome_tx.clone();
         let engines = self.engines.clone();
         let permit = self.permit.clone();
@@ -280,7 +340,8 @@ impl Shell {
                     }
                 }
             }
-            // Only transcriptions and generations reach the brain lane.
+            Job::ReadAhead { messages, tools } => self.read_ahead(messages, tools),
+            // Only transcriptions, generations and reading ahead reach the brain lane.
             Job::Cancel { .. } | Job::DropSpeech { .. } | Job::Speak { .. } => self.brain.busy = false,
         }
     }
@@ -290,6 +351,7 @@ impl Shell {
             self.speech.busy = false;
             return;
         };
+        self.timing.note(Stage::SpeakStarted, std::time::Instant::now());
         let tx = self.outcome_tx.clone();
         let voice = self.voice.clone();
         let dropped = self.speech_dropped_before.clone();

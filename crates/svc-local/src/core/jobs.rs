@@ -38,6 +38,15 @@ pub enum Job {
         /// The text.
         text: String,
     },
+    /// Read the conversation so far into the model without replying, so that the next reply
+    /// (these messages plus the user's next one) reads only what is new. Worth doing only while
+    /// the brain lane has nothing else to do: the shell drops it when other work is waiting.
+    ReadAhead {
+        /// System prompt first, then the conversation.
+        messages: Vec<ChatMessage>,
+        /// Tools offered.
+        tools: Vec<ToolDef>,
+    },
     /// Drop every queued speech job older than `before` (a barge-in).
     DropSpeech {
         /// Jobs with a smaller id are stale.

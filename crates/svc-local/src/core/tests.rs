@@ -592,18 +592,18 @@ fn the_prompt_keeps_a_bounded_recent_history_that_starts_with_the_user() {
                 })
                 .collect()
         };
-    assert_eq!(history_start(&turns(0)), 0);
-    assert_eq!(history_start(&turns(16)), 0);
+    assert_eq!(history_start(&turns(0), 0), 0);
+    assert_eq!(history_start(&turns(16), 0), 0);
     // Past sixteen messages the start moves in steps of eight and lands on a user message.
-    assert_eq!(history_start(&turns(17)), 8);
-    assert_eq!(history_start(&turns(23)), 8);
-    assert_eq!(history_start(&turns(24)), 16);
+    assert_eq!(history_start(&turns(17), 0), 8);
+    assert_eq!(history_start(&turns(23), 0), 8);
+    assert_eq!(history_start(&turns(24), 0), 16);
     let mut tool_first = turns(17);
     tool_first[8] = ChatMessage::assistant("calling");
-    assert_eq!(history_start(&tool_first), 10);
+    assert_eq!(history_start(&tool_first, 0), 10);
     for n in 17..60 {
         let history = turns(n);
-        let start = history_start(&history);
+        let start = history_start(&history, 0);
         assert!(n - start <= HISTORY_MAX && n - start > 0, "{n}: {start}");
         assert_eq!(history[start].role, ChatRole::User);
     }
@@ -652,11 +652,13 @@ fn a_spoken_reply_stops_after_two_sentences() {
         core.handle_outcome(Outcome::Spoken { id: *id, result: Ok(vec![1; 24_000]) });
     }
     let seen = events(&mut core);
-    assert!(seen.contains(&ProviderEvent::AssistantTranscript {
-        text: "Paris is the capital of France. It is known for its museums.".to_owned(),
-        is_final: true
-    }));
+    let said = "Paris is the capital of France. It is known for its museums.".to_owned();
+    assert!(seen.contains(&ProviderEvent::AssistantTranscript { text: said.clone(), is_final: true }));
     assert!(seen.contains(&ProviderEvent::ResponseDone { status: ResponseStatus::Completed }));
+    // The finished reply is read ahead into the model, for the next turn's prompt.
+    let Some(Job::ReadAhead { messages, .. }) = jobs(&mut core).pop() else { panic!("no read-ahead") };
+    assert_eq!(messages.last().map(|message| message.content.as_str()), Some(&*said));
+    assert_eq!(messages.len(), 3, "system prompt, question, reply: {messages:?}");
     // The cancelled generation's outcome still counts in usage, and starts nothing.
     core.handle_outcome(Outcome::Generated { id: llm, result: Ok(generation("…")) });
     let seen = events(&mut core);
@@ -675,4 +677,36 @@ fn a_reply_cut_by_its_token_limit_ends_at_its_last_whole_sentence() {
     core.handle_outcome(Outcome::Generated { id: llm, result: Ok(cut) });
     let spoken = speak_ids(&jobs(&mut core));
     assert_eq!(spoken.iter().map(|(_, text)| text.as_str()).collect::<Vec<_>>(), ["Paris is the capital of France."]);
+}
+
+#[test]
+fn each_reply_reads_ahead_exactly_the_next_prompts_beginning() {
+    // Over twenty exchanges (the history's start moves twice), what is read ahead after a reply
+    // is where the next reply's prompt begins: that reply reads only the user's new words.
+    let mut core = started(config());
+    let mut ahead: Option<Vec<ChatMessage>> = None;
+    for i in 0..20 {
+        core.handle_input(ProviderInput::Text(format!("Question {i}?")));
+        let sent = jobs(&mut core);
+        let Some(Job::Generate { id, messages, .. }) = sent.iter().find(|job| matches!(job, Job::Generate { .. }))
+        else {
+            panic!("no generation: {sent:?}")
+        };
+        if let Some(ahead) = ahead.take() {
+            assert_eq!(messages[..ahead.len()], ahead[..], "exchange {i}");
+            assert_eq!(messages.len(), ahead.len() + 1, "only the question is new");
+        }
+        let answer = format!("Answer number {i}.");
+        core.handle_outcome(Outcome::Text { id: *id, text: answer.clone() });
+        core.handle_outcome(Outcome::Generated { id: *id, result: Ok(generation(&answer)) });
+        for (id, _) in speak_ids(&jobs(&mut core)) {
+            core.handle_outcome(Outcome::Spoken { id, result: Ok(vec![1; 2400]) });
+        }
+        events(&mut core);
+        ahead = jobs(&mut core).into_iter().find_map(|job| match job {
+            Job::ReadAhead { messages, .. } => Some(messages),
+            _ => None,
+        });
+        assert!(ahead.is_some(), "exchange {i} read nothing ahead");
+    }
 }
