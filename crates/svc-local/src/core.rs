@@ -38,10 +38,14 @@ pub const RATE_HZ: u32 = svc_stt::RATE_HZ;
 pub const SPEECH_RATE_HZ: u32 = crate::tts::RATE_HZ;
 /// Sentences a spoken reply has at most: a voice agent answers briefly, and the user can ask on.
 pub const MAX_REPLY_SENTENCES: usize = 2;
-/// Messages of conversation the prompt holds at most (see `history_start`).
-const HISTORY_MAX: usize = 16;
-/// How far the start of the prompt's conversation moves at a time.
-const HISTORY_STEP: usize = 8;
+/// Messages of conversation the prompt holds at most (see `history_start`): the question and
+/// the two exchanges before it at most. With sixteen, SmolLM2-135M answered new questions with
+/// copies of its earlier replies ("I'm sorry but unfortunately we don't have any plans available
+/// right now" to three different questions in a 12-turn `local-turns` run); with six it did not.
+const HISTORY_MAX: usize = 6;
+/// How far the start of the prompt's conversation moves at a time (half of [`HISTORY_MAX`], so
+/// the prompt holds three to six messages).
+const HISTORY_STEP: usize = 3;
 /// Longest run of tool rounds in one reply: a model that keeps calling tools is stopped.
 const MAX_TOOL_ROUNDS: u32 = 3;
 /// Audio tokens per second of audio in usage: one per 100 ms, OpenAI Realtime's rate for user audio.

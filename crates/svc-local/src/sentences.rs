@@ -10,6 +10,11 @@ const MAX_CHARS: usize = 220;
 /// The reply's first piece may end at a comma once it is this long: the user is waiting for it,
 /// and a clause is a natural place for speech to pause while the rest is written.
 const FIRST_CLAUSE_MIN_CHARS: usize = 16;
+/// A first piece with no comma or sentence end by this length is cut at its last space: at the
+/// small model's ~25 tokens a second a long first sentence kept the user waiting over a second
+/// more (`local-turns`, `svc_local::timing`), and speech pausing between two words is heard as
+/// a breath, while silence is heard as the agent not answering.
+const FIRST_PIECE_MAX_CHARS: usize = 40;
 
 /// Collects text pieces; hands out complete sentences (the first may be a clause).
 #[derive(Debug, Default, Clone)]
@@ -58,6 +63,12 @@ impl SentenceSplitter {
             let length = text[..end].trim().chars().count();
             if (boundary && length >= MIN_CHARS) || (clause && length >= FIRST_CLAUSE_MIN_CHARS) {
                 return Some(end);
+            }
+        }
+        if !self.started && text.chars().count() > FIRST_PIECE_MAX_CHARS {
+            let cut = text.char_indices().nth(FIRST_PIECE_MAX_CHARS).map_or(text.len(), |(at, _)| at);
+            if let Some(at) = text[..cut].rfind(' ').filter(|&at| text[..at].trim().chars().count() >= MIN_CHARS) {
+                return Some(at);
             }
         }
         if text.chars().count() > MAX_CHARS {
@@ -158,6 +169,16 @@ mod tests {
             split(&["Well, ", "the capital of France, ", "as you know, is Paris, a city of light. ", "Yes, it is."]),
             ["Well, the capital of France,", "as you know, is Paris, a city of light.", "Yes, it is."]
         );
+    }
+
+    #[test]
+    fn a_long_first_piece_without_a_pause_is_cut_between_words() {
+        let mut splitter = SentenceSplitter::default();
+        assert!(splitter.push("I'm sorry but I don't have any ").is_empty());
+        // Past 40 characters, cut at the last space within them (never inside a word).
+        assert_eq!(splitter.push("information about that right now"), ["I'm sorry but I don't have any"]);
+        assert!(splitter.push(" and I cannot help with it").is_empty(), "only the first piece is cut short");
+        assert_eq!(splitter.push(" today. "), ["information about that right now and I cannot help with it today."]);
     }
 
     #[test]

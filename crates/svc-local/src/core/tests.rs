@@ -593,15 +593,18 @@ fn the_prompt_keeps_a_bounded_recent_history_that_starts_with_the_user() {
                 .collect()
         };
     assert_eq!(history_start(&turns(0), 0), 0);
-    assert_eq!(history_start(&turns(16), 0), 0);
-    // Past sixteen messages the start moves in steps of eight and lands on a user message.
-    assert_eq!(history_start(&turns(17), 0), 8);
-    assert_eq!(history_start(&turns(23), 0), 8);
-    assert_eq!(history_start(&turns(24), 0), 16);
-    let mut tool_first = turns(17);
-    tool_first[8] = ChatMessage::assistant("calling");
-    assert_eq!(history_start(&tool_first, 0), 10);
-    for n in 17..60 {
+    assert_eq!(history_start(&turns(6), 0), 0);
+    // Past six messages the start moves in steps of three and lands on a user message.
+    assert_eq!(history_start(&turns(7), 0), 4, "3 is a reply: on to the question after it");
+    assert_eq!(history_start(&turns(9), 0), 6);
+    assert_eq!(history_start(&turns(11), 0), 6);
+    assert_eq!(history_start(&turns(12), 0), 10);
+    // One message to come counts: the start is the one the prompt with it will have.
+    assert_eq!(history_start(&turns(8), 1), 6);
+    let mut tool_first = turns(9);
+    tool_first[6] = ChatMessage::assistant("calling");
+    assert_eq!(history_start(&tool_first, 0), 8);
+    for n in HISTORY_MAX + 1..60 {
         let history = turns(n);
         let start = history_start(&history, 0);
         assert!(n - start <= HISTORY_MAX && n - start > 0, "{n}: {start}");
@@ -609,7 +612,7 @@ fn the_prompt_keeps_a_bounded_recent_history_that_starts_with_the_user() {
     }
 
     // Through the core: twenty exchanges in, the prompt holds the system prompt and at most
-    // sixteen messages, the newest last.
+    // six messages, the newest last.
     let mut core = started(config());
     for i in 0..20 {
         core.handle_input(ProviderInput::Text(format!("Question {i}?")));
