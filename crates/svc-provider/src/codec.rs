@@ -12,8 +12,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
-use crate::api::{ProviderError, ProviderEvent, ProviderInput, ROOM_RATE_HZ, Role, TranscriptTurn};
-use crate::resample::Resampler;
+use svc_audio::resample::Resampler;
+use svc_http::{HttpEvent, HttpRequest};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, ROOM_RATE_HZ, Role, TranscriptTurn};
+
 use crate::usage::UsageMeter;
 
 /// Where and how to open the upstream WebSocket.
@@ -25,32 +27,6 @@ pub struct ConnectRequest {
     pub headers: Vec<(String, String)>,
 }
 
-/// One outbound HTTP request (GPT-Live `svc` delegation calls the Responses API).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpRequest {
-    /// Correlates [`HttpEvent`]s with this request.
-    pub id: u64,
-    /// `http://` or `https://` URL.
-    pub url: String,
-    /// Request headers.
-    pub headers: Vec<(String, String)>,
-    /// JSON body (POST).
-    pub body: String,
-}
-
-/// Progress of an [`HttpRequest`], fed back with [`Codec::handle_http`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HttpEvent {
-    /// The response status arrived.
-    Status(u16),
-    /// One server-sent event's `data` (or the whole body of a non-streaming response).
-    Data(String),
-    /// The response ended.
-    Done,
-    /// The request failed before completing.
-    Failed(String),
-}
-
 /// What the IO shell must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transmit {
@@ -60,7 +36,8 @@ pub enum Transmit {
     Connect(ConnectRequest),
     /// Close the socket; the session is over.
     Close,
-    /// Perform an HTTP request and report with [`Codec::handle_http`].
+    /// Perform an HTTP request (GPT-Live `svc` delegation calls the Responses API) and report
+    /// its progress with [`Codec::handle_http`].
     Http(HttpRequest),
 }
 

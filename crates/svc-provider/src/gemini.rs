@@ -21,10 +21,10 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use svc_domain::model::{EndOfSpeechSensitivity, Knobs, ProviderAKnobs, ProviderATurnDetection};
 use svc_domain::session_config::InterruptionSensitivity;
-
-use crate::api::{
+use svc_provider_core::{
     ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, TranscriptTurn,
 };
+
 use crate::codec::{
     Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
 };

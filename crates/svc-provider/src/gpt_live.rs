@@ -18,11 +18,12 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use svc_domain::model::{Delegation, Knobs};
 use svc_domain::session_config::InterruptionSensitivity;
+use svc_http::{HttpEvent, HttpRequest};
+use svc_provider_core::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 
-use crate::api::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, Held, HttpEvent, HttpRequest, Link, Transmit, decode_pcm, encode_pcm,
-    heard_text, split_for_append,
+    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
+    split_for_append,
 };
 use crate::usage;
 
