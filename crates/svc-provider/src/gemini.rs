@@ -25,9 +25,7 @@ use svc_provider_core::{
     ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, TranscriptTurn,
 };
 
-use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
-};
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text};
 use crate::usage;
 
 /// User audio rate sent upstream.
@@ -680,11 +678,7 @@ const KNOWN_FIELDS: [&str; 9] = [
 ];
 
 fn audio_frame(pcm: &[i16]) -> String {
-    let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 96);
-    frame.push_str("{\"realtimeInput\":{\"audio\":{\"data\":\"");
-    frame.push_str(&encode_pcm(pcm));
-    frame.push_str("\",\"mimeType\":\"audio/pcm;rate=16000\"}}}");
-    frame
+    codec::audio_frame("{\"realtimeInput\":{\"audio\":{\"data\":\"", pcm, "\",\"mimeType\":\"audio/pcm;rate=16000\"}}}")
 }
 
 impl Codec for GeminiCodec {

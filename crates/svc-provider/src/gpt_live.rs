@@ -22,8 +22,7 @@ use svc_http::{HttpEvent, HttpRequest};
 use svc_provider_core::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 
 use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
-    split_for_append,
+    self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text, split_for_append,
 };
 use crate::usage;
 
@@ -693,11 +692,7 @@ fn rms(pcm: &[i16]) -> f64 {
 }
 
 fn audio_frame(pcm: &[i16]) -> String {
-    let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 64);
-    frame.push_str("{\"type\":\"session.input_audio.append\",\"audio\":\"");
-    frame.push_str(&encode_pcm(pcm));
-    frame.push_str("\"}");
-    frame
+    codec::audio_frame("{\"type\":\"session.input_audio.append\",\"audio\":\"", pcm, "\"}")
 }
 
 impl Codec for GptLiveCodec {

@@ -18,9 +18,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use svc_provider_core::{ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior};
 
-use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
-};
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text};
 use crate::usage;
 use svc_wire::rest::UsageTokens;
 
@@ -769,11 +767,7 @@ fn reseed_preamble(history: &str) -> String {
 }
 
 fn audio_frame(pcm: &[i16]) -> String {
-    let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 64);
-    frame.push_str("{\"type\":\"input_audio_buffer.append\",\"audio\":\"");
-    frame.push_str(&encode_pcm(pcm));
-    frame.push_str("\"}");
-    frame
+    codec::audio_frame("{\"type\":\"input_audio_buffer.append\",\"audio\":\"", pcm, "\"}")
 }
 
 /// A tool result as the string OpenAI-style outputs carry.
