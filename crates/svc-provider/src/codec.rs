@@ -374,20 +374,24 @@ impl Core {
         self.events.pop_front()
     }
 
-    /// Resamples room audio to the provider rate; returns the resampled chunk.
-    pub fn resample<'a>(&'a mut self, room_pcm: &[i16]) -> &'a [i16] {
-        self.input_pcm(room_pcm, false)
-    }
-
-    /// User audio at the provider rate: room audio resampled, or `native` audio (already at the
-    /// provider rate, [`ProviderInput::NativeAudio`]) as it is.
-    pub fn input_pcm<'a>(&'a mut self, pcm: &[i16], native: bool) -> &'a [i16] {
+    /// User audio in, the part every codec shares: converted to the provider rate (room audio
+    /// resampled, `native` audio, already at the provider rate ([`ProviderInput::NativeAudio`]),
+    /// as it is); while the link is ready, returned for the codec to frame and send (`None` when
+    /// nothing came out); otherwise kept, bounded, for the ready link ([`Core::take_held`]).
+    pub fn user_audio<'a>(&'a mut self, pcm: &[i16], native: bool) -> Option<&'a [i16]> {
         self.scratch.clear();
         match &mut self.resampler {
             Some(resampler) if !native => resampler.process(pcm, &mut self.scratch),
             _ => self.scratch.extend_from_slice(pcm),
         }
-        &self.scratch
+        if self.link != Link::Ready {
+            // Taken out and put back so the held queue can borrow `self` meanwhile (no copy).
+            let scratch = std::mem::take(&mut self.scratch);
+            self.buffer_audio(&scratch);
+            self.scratch = scratch;
+            return None;
+        }
+        if self.scratch.is_empty() { None } else { Some(&self.scratch) }
     }
 
     /// Keeps resampled audio for when the link is ready, after what was held before it,

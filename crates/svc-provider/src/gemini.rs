@@ -268,17 +268,9 @@ impl GeminiCodec {
         if self.muted {
             return;
         }
-        if self.core.link == Link::Ready {
-            let resampled = self.core.input_pcm(pcm, native);
-            if resampled.is_empty() {
-                return;
-            }
-            let frame = audio_frame(resampled);
-            self.send_client(frame);
-        } else {
-            let resampled = self.core.input_pcm(pcm, native).to_vec();
-            self.core.buffer_audio(&resampled);
-        }
+        let Some(audio) = self.core.user_audio(pcm, native) else { return };
+        let frame = audio_frame(audio);
+        self.send_client(frame);
     }
 
     fn tool_response(&mut self, call_id: &str, output: &Value, is_error: bool, scheduling: Option<Scheduling>) {

@@ -376,15 +376,9 @@ impl GptLiveCodec {
     }
 
     fn send_audio(&mut self, pcm: &[i16], native: bool) {
-        if self.core.link == Link::Ready {
-            let resampled = self.core.input_pcm(pcm, native);
-            if !resampled.is_empty() {
-                let frame = audio_frame(resampled);
-                self.core.send(frame);
-            }
-        } else {
-            let resampled = self.core.input_pcm(pcm, native).to_vec();
-            self.core.buffer_audio(&resampled);
+        if let Some(audio) = self.core.user_audio(pcm, native) {
+            let frame = audio_frame(audio);
+            self.core.send(frame);
         }
     }
 

@@ -203,18 +203,10 @@ impl RealtimeCodec {
         if self.muted {
             return;
         }
-        if self.core.link == Link::Ready {
-            let resampled = self.core.input_pcm(pcm, native);
-            if resampled.is_empty() {
-                return;
-            }
-            self.uncommitted_samples += resampled.len();
-            let frame = audio_frame(resampled);
-            self.core.send(frame);
-        } else {
-            let resampled = self.core.input_pcm(pcm, native).to_vec();
-            self.core.buffer_audio(&resampled);
-        }
+        let Some(audio) = self.core.user_audio(pcm, native) else { return };
+        self.uncommitted_samples += audio.len();
+        let frame = audio_frame(audio);
+        self.core.send(frame);
     }
 
     /// The client ends the user's turn (`activity-end`) before the server's detector would:
