@@ -18,9 +18,10 @@
 //! - [`wav`]: reading and writing PCM16 WAV files, for tests, benchmarks and recordings.
 //! - [`analysis`]: normalised cross-correlation and levels, to check received audio against what
 //!   was sent.
+//! - [`resample`]: [`resample::Resampler`], streaming band-limited resampling between the room's
+//!   48 kHz and the providers' rates.
 //!
-//! Everything works at [`SAMPLE_RATE_HZ`] with one channel; resampling to provider rates lives in
-//! `svc-provider`.
+//! Everything works at [`SAMPLE_RATE_HZ`] with one channel unless a type says otherwise.
 //!
 //! # Latency the integrator must know
 //!
@@ -37,6 +38,7 @@ mod error;
 mod framer;
 pub mod opus;
 mod pacer;
+pub mod resample;
 mod track;
 pub mod vad;
 pub mod wav;

@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use serde_json::Value;
 use svc_audio::vad::{TurnDetector, TurnDetectorConfig, VadOutput};
 use svc_llm::{ChatMessage, ChatRole, Finish, GenerateParams, Generation, ToolCall, ToolDef};
-use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, ResponseStatus, Role, TranscriptTurn};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, ResponseStatus, Role, TranscriptTurn};
 use svc_wire::rest::UsageTokens;
 
 use crate::sentences::{SentenceSplitter, VoiceBudget};

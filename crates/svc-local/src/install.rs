@@ -197,7 +197,7 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
     match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
         Ok(builder) => Arc::new(builder.with_root_certificates(roots).with_no_client_auth()),
         // ring supports the default versions; the provider driver's config is the same but for roots.
-        Err(_) => svc_provider::driver::tls_config(),
+        Err(_) => svc_http::tls_config(),
     }
 }
 

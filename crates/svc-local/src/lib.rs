@@ -1,5 +1,5 @@
 //! The local provider (`provider_local`): svc's own voice pipeline on this machine, behind the
-//! same interface as the upstream adapters (`svc_provider::api`), so the runtime, the playground
+//! same interface as the upstream adapters (`svc_provider_core`), so the runtime, the playground
 //! and every client treat it like any other model. No API key, no network.
 //!
 //! Layout (see ARCHITECTURE.md):
@@ -29,8 +29,8 @@ use svc_audio::vad::{Sensitivity, TurnDetectorConfig};
 use svc_domain::model::Knobs;
 use svc_domain::session_config::InterruptionSensitivity;
 use svc_llm::{GenerateParams, ToolDef};
-use svc_provider::api::SessionSetup;
-use svc_provider::driver::ProviderSession;
+use svc_provider_core::SessionSetup;
+use svc_provider_core::session::ProviderSession;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::engines::{Brain, LocalConfig, LocalEngines, Permit, Unavailable};

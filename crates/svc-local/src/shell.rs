@@ -14,12 +14,12 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use svc_audio::resample::Resampler;
+use svc_http::{HttpEvent, HttpRequest};
 use svc_llm::openai::{StreamEvent, StreamParser};
 use svc_llm::{Finish, GenerateParams, Generation};
-use svc_provider::api::{ProviderEvent, ProviderInput, ROOM_RATE_HZ, SessionSetup};
-use svc_provider::codec::{HttpEvent, HttpRequest};
-use svc_provider::driver::{EVENT_CAPACITY, INPUT_CAPACITY, ProviderSession};
-use svc_provider::resample::Resampler;
+use svc_provider_core::session::{EVENT_CAPACITY, INPUT_CAPACITY, ProviderSession};
+use svc_provider_core::{ProviderEvent, ProviderInput, ROOM_RATE_HZ, SessionSetup};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -411,8 +411,8 @@ async fn generate_endpoint(
     shutdown: CancellationToken,
 ) {
     let (http_tx, mut http_rx) = mpsc::channel(64);
-    let tls = svc_provider::driver::tls_config();
-    let post = tokio::spawn(svc_provider::http::post(request, tls, http_tx));
+    let tls = svc_http::tls_config();
+    let post = tokio::spawn(svc_http::post(request, tls, http_tx));
     let mut parser = StreamParser::new();
     let mut generation = Generation { finish: Finish::Stop, ..cancelled_generation() };
     let mut failure: Option<String> = None;

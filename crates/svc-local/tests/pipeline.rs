@@ -16,8 +16,8 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use svc_domain::model::{ModelCatalog, ModelChoice, resolve_model};
 use svc_local::{Brain, LocalConfig, LocalEngines, ModelsDir};
-use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
-use svc_provider::driver::ProviderSession;
+use svc_provider_core::session::ProviderSession;
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 use svc_testkit::speech::word_error_rate as wer;
 use tokio_util::sync::CancellationToken;
 
@@ -132,7 +132,7 @@ async fn a_spoken_question_is_transcribed_answered_and_spoken() {
     assert!(events.contains(&ProviderEvent::ResponseStarted));
     assert_eq!(
         events.last(),
-        Some(&ProviderEvent::ResponseDone { status: svc_provider::api::ResponseStatus::Completed })
+        Some(&ProviderEvent::ResponseDone { status: svc_provider_core::ResponseStatus::Completed })
     );
 
     let reply = final_assistant(&events).expect("a final assistant transcript");

@@ -155,7 +155,7 @@ async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
     // G.711 is 8 kHz: compare at the rate baresip recorded.
     let reference = if rate == 8_000 {
         let mut down = Vec::new();
-        svc_rtp::resample::Downsampler::new().process(&agent_says, &mut down);
+        svc_audio::resample::Resampler::room_to_telephone().process(&agent_says, &mut down);
         down
     } else {
         agent_says.clone()

@@ -7,13 +7,13 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use svc_audio::resample::Resampler;
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup};
 use svc_wire::rest::UsageTokens;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ProviderEvent, ProviderInput, SessionSetup};
 use crate::endpoint::ProviderEnv;
 use crate::recording::Recorder;
-use crate::resample::Resampler;
 
 /// The instructions every check (and the replay of its recordings) runs with.
 pub const CHECK_INSTRUCTIONS: &str = "You are a helpful voice assistant. Keep every reply to one short sentence.";
@@ -116,8 +116,7 @@ pub async fn run_recorded(
     let svc_vad = matches!(setup.model.knobs.turn_detection(), Some(svc_domain::model::TurnDetection::SvcVad));
     let shutdown = CancellationToken::new();
     let codec = crate::codec_for(setup, env)?;
-    let mut session =
-        crate::driver::spawn_recorded(codec, crate::driver::tls_config(), shutdown.clone(), recorder.clone());
+    let mut session = crate::driver::spawn_recorded(codec, svc_http::tls_config(), shutdown.clone(), recorder.clone());
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout;
     let seconds = timeout.as_secs();

@@ -12,8 +12,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
-use crate::api::{ProviderError, ProviderEvent, ProviderInput, ROOM_RATE_HZ, Role, TranscriptTurn};
-use crate::resample::Resampler;
+use svc_audio::resample::Resampler;
+use svc_http::{HttpEvent, HttpRequest};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, ROOM_RATE_HZ, Role, TranscriptTurn};
+
 use crate::usage::UsageMeter;
 
 /// Where and how to open the upstream WebSocket.
@@ -25,32 +27,6 @@ pub struct ConnectRequest {
     pub headers: Vec<(String, String)>,
 }
 
-/// One outbound HTTP request (GPT-Live `svc` delegation calls the Responses API).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpRequest {
-    /// Correlates [`HttpEvent`]s with this request.
-    pub id: u64,
-    /// `http://` or `https://` URL.
-    pub url: String,
-    /// Request headers.
-    pub headers: Vec<(String, String)>,
-    /// JSON body (POST).
-    pub body: String,
-}
-
-/// Progress of an [`HttpRequest`], fed back with [`Codec::handle_http`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HttpEvent {
-    /// The response status arrived.
-    Status(u16),
-    /// One server-sent event's `data` (or the whole body of a non-streaming response).
-    Data(String),
-    /// The response ended.
-    Done,
-    /// The request failed before completing.
-    Failed(String),
-}
-
 /// What the IO shell must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transmit {
@@ -60,7 +36,8 @@ pub enum Transmit {
     Connect(ConnectRequest),
     /// Close the socket; the session is over.
     Close,
-    /// Perform an HTTP request and report with [`Codec::handle_http`].
+    /// Perform an HTTP request (GPT-Live `svc` delegation calls the Responses API) and report
+    /// its progress with [`Codec::handle_http`].
     Http(HttpRequest),
 }
 
@@ -107,11 +84,42 @@ pub trait Codec: Send + 'static {
 
 /// PCM16 little-endian, base64 — the audio encoding of every provider.
 pub fn encode_pcm(samples: &[i16]) -> String {
-    let mut bytes = Vec::with_capacity(samples.len() * 2);
-    for sample in samples {
-        bytes.extend_from_slice(&sample.to_le_bytes());
+    let mut text = String::with_capacity(base64_len(samples.len() * 2));
+    push_pcm_base64(samples, &mut text);
+    text
+}
+
+/// Samples converted per step of [`push_pcm_base64`]: a multiple of 3 samples (6 bytes, 8
+/// base64 characters), so no step but the last one pads and the steps' text joins into the
+/// base64 of the whole.
+const BASE64_STEP_SAMPLES: usize = 3 * 128;
+
+/// Appends `samples` as base64 PCM16 LE to `out`, through a buffer on the stack: an audio frame
+/// goes straight into its outgoing text instead of through a byte vector and a base64 string
+/// of its own (two allocations and a copy per 20 ms frame).
+pub fn push_pcm_base64(samples: &[i16], out: &mut String) {
+    let mut bytes = [0u8; BASE64_STEP_SAMPLES * 2];
+    for step in samples.chunks(BASE64_STEP_SAMPLES) {
+        for (pair, sample) in bytes.chunks_exact_mut(2).zip(step) {
+            pair.copy_from_slice(&sample.to_le_bytes());
+        }
+        B64.encode_string(&bytes[..step.len() * 2], out);
     }
-    B64.encode(bytes)
+}
+
+/// Length of the padded base64 of `bytes` bytes.
+fn base64_len(bytes: usize) -> usize {
+    bytes.div_ceil(3) * 4
+}
+
+/// A client frame that carries user audio: `before`, the audio as base64 PCM16 LE, `after` (the
+/// JSON around the audio string, written by hand: the hot path builds no JSON value).
+pub fn audio_frame(before: &str, pcm: &[i16], after: &str) -> String {
+    let mut frame = String::with_capacity(before.len() + base64_len(pcm.len() * 2) + after.len());
+    frame.push_str(before);
+    push_pcm_base64(pcm, &mut frame);
+    frame.push_str(after);
+    frame
 }
 
 /// Standard and URL-safe base64, padded or not: what a protobuf JSON parser accepts for `bytes`
@@ -366,20 +374,24 @@ impl Core {
         self.events.pop_front()
     }
 
-    /// Resamples room audio to the provider rate; returns the resampled chunk.
-    pub fn resample<'a>(&'a mut self, room_pcm: &[i16]) -> &'a [i16] {
-        self.input_pcm(room_pcm, false)
-    }
-
-    /// User audio at the provider rate: room audio resampled, or `native` audio (already at the
-    /// provider rate, [`ProviderInput::NativeAudio`]) as it is.
-    pub fn input_pcm<'a>(&'a mut self, pcm: &[i16], native: bool) -> &'a [i16] {
+    /// User audio in, the part every codec shares: converted to the provider rate (room audio
+    /// resampled, `native` audio, already at the provider rate ([`ProviderInput::NativeAudio`]),
+    /// as it is); while the link is ready, returned for the codec to frame and send (`None` when
+    /// nothing came out); otherwise kept, bounded, for the ready link ([`Core::take_held`]).
+    pub fn user_audio<'a>(&'a mut self, pcm: &[i16], native: bool) -> Option<&'a [i16]> {
         self.scratch.clear();
         match &mut self.resampler {
             Some(resampler) if !native => resampler.process(pcm, &mut self.scratch),
             _ => self.scratch.extend_from_slice(pcm),
         }
-        &self.scratch
+        if self.link != Link::Ready {
+            // Taken out and put back so the held queue can borrow `self` meanwhile (no copy).
+            let scratch = std::mem::take(&mut self.scratch);
+            self.buffer_audio(&scratch);
+            self.scratch = scratch;
+            return None;
+        }
+        if self.scratch.is_empty() { None } else { Some(&self.scratch) }
     }
 
     /// Keeps resampled audio for when the link is ready, after what was held before it,
@@ -611,6 +623,20 @@ mod tests {
         let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bytes);
         assert!(url_safe.contains('-') || url_safe.contains('_'), "{url_safe}");
         assert_eq!(decode_pcm(&url_safe).as_deref(), Some(&samples[..]));
+    }
+
+    #[test]
+    fn audio_goes_into_the_frame_as_the_base64_of_the_whole() {
+        // Lengths around the step (384 samples) and not multiples of 3: padding only at the end.
+        for len in [0, 1, 2, 3, 383, 384, 385, 480, 769, 960, 1000] {
+            let samples: Vec<i16> = (0..len).map(|n| (n as i16).wrapping_mul(977) ^ -3).collect();
+            let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+            let expected = B64.encode(&bytes);
+            assert_eq!(encode_pcm(&samples), expected, "{len} samples");
+            let frame = audio_frame("{\"audio\":\"", &samples, "\"}");
+            assert_eq!(frame, format!("{{\"audio\":\"{expected}\"}}"));
+            assert_eq!(frame.capacity(), frame.len(), "sized once, {len} samples");
+        }
     }
 
     #[test]

@@ -25,14 +25,13 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ProviderEvent, ProviderInput};
-use crate::codec::{Codec, ConnectFailure, ConnectRequest, HttpEvent, Transmit};
+use svc_http::{HttpEvent, tls_config};
+use svc_provider_core::session::{EVENT_CAPACITY, INPUT_CAPACITY, ProviderSession};
+use svc_provider_core::{ProviderEvent, ProviderInput};
+
+use crate::codec::{Codec, ConnectFailure, ConnectRequest, Transmit};
 use crate::recording::Recorder;
 
-/// Capacity of the runtime → adapter channel (about 1 s of 20 ms audio frames plus commands).
-pub const INPUT_CAPACITY: usize = 64;
-/// Capacity of the adapter → runtime channel.
-pub const EVENT_CAPACITY: usize = 256;
 /// Largest upstream frame accepted (audio deltas are a few KiB; setups echo a few hundred).
 pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
 /// How long one connection attempt may take.
@@ -40,46 +39,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type Connecting = Pin<Box<dyn Future<Output = Result<Socket, ConnectFailure>> + Send>>;
-
-/// The runtime's side of a running adapter.
-#[derive(Debug)]
-pub struct ProviderSession {
-    /// Send inputs here. Audio is best sent with `try_send` (drop a frame rather than stall the room).
-    pub input: mpsc::Sender<ProviderInput>,
-    /// The one event stream; ends after [`ProviderEvent::Closed`].
-    pub events: mpsc::Receiver<ProviderEvent>,
-    /// The latest native resumption handle (`has_resumption_handle`).
-    pub resumption_handle: watch::Receiver<Option<String>>,
-    /// Cancels the adapter task (it closes the socket and emits `Closed`).
-    pub shutdown: CancellationToken,
-    /// The adapter task.
-    pub task: tokio::task::JoinHandle<()>,
-}
-
-/// TLS client configuration: rustls with the ring provider and the webpki root store.
-pub fn tls_config() -> Arc<rustls::ClientConfig> {
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map(|builder| builder.with_root_certificates(roots).with_no_client_auth());
-    match config {
-        Ok(config) => Arc::new(config),
-        // The ring provider supports the default versions; keep a working config regardless.
-        Err(_) => Arc::new(
-            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_protocol_versions(&[&rustls::version::TLS13])
-                .map(|builder| {
-                    builder
-                        .with_root_certificates(rustls::RootCertStore {
-                            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-                        })
-                        .with_no_client_auth()
-                })
-                .expect("ring's provider supports TLS 1.3"),
-        ),
-    }
-}
 
 /// Starts the adapter task for `codec` (TLS: [`tls_config`]).
 pub fn spawn(codec: Box<dyn Codec>, shutdown: CancellationToken) -> ProviderSession {
@@ -307,7 +266,7 @@ impl Driver {
                 Transmit::Http(request) => {
                     if let Some(tx) = self.http_tx.clone() {
                         let tls = self.tls.clone();
-                        self.http_tasks.spawn(crate::http::post(request, tls, tx));
+                        self.http_tasks.spawn(svc_http::post(request, tls, tx));
                     }
                 }
             }
@@ -390,18 +349,5 @@ async fn open(request: ConnectRequest, tls: Arc<rustls::ClientConfig>) -> Result
             Err(ConnectFailure { status: Some(status), message: format!("HTTP {status} {}", body.trim()) })
         }
         Ok(Err(error)) => Err(failure(error.to_string())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tls_uses_the_webpki_roots_with_ring() {
-        let config = tls_config();
-        assert!(config.alpn_protocols.is_empty(), "plain HTTP/1.1 upgrade (xAI refuses HTTP/2)");
-        assert!(webpki_roots::TLS_SERVER_ROOTS.len() > 100);
-        assert!(config.crypto_provider().cipher_suites.iter().any(|suite| suite.version() == &rustls::version::TLS13));
     }
 }

@@ -7,10 +7,10 @@
 //! the row; nothing else matches on a family. The `local` family is not an upstream: the session
 //! runtime hands it to svc-local before it asks this crate.
 
-use crate::api::SessionSetup;
 use crate::codec::{Codec, ConnectRequest};
 use crate::endpoint::{self, Account, Credentials, ProviderEnv};
 use crate::{gemini, gpt_live, realtime};
+use svc_provider_core::SessionSetup;
 
 /// Builds a family's codec for `setup`, connecting with its account's `credentials`; `env` holds
 /// the settings beyond the key (the Gemini API version).

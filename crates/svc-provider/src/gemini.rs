@@ -21,13 +21,11 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use svc_domain::model::{EndOfSpeechSensitivity, Knobs, ProviderAKnobs, ProviderATurnDetection};
 use svc_domain::session_config::InterruptionSensitivity;
-
-use crate::api::{
+use svc_provider_core::{
     ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, TranscriptTurn,
 };
-use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
-};
+
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text};
 use crate::usage;
 
 /// User audio rate sent upstream.
@@ -270,17 +268,9 @@ impl GeminiCodec {
         if self.muted {
             return;
         }
-        if self.core.link == Link::Ready {
-            let resampled = self.core.input_pcm(pcm, native);
-            if resampled.is_empty() {
-                return;
-            }
-            let frame = audio_frame(resampled);
-            self.send_client(frame);
-        } else {
-            let resampled = self.core.input_pcm(pcm, native).to_vec();
-            self.core.buffer_audio(&resampled);
-        }
+        let Some(audio) = self.core.user_audio(pcm, native) else { return };
+        let frame = audio_frame(audio);
+        self.send_client(frame);
     }
 
     fn tool_response(&mut self, call_id: &str, output: &Value, is_error: bool, scheduling: Option<Scheduling>) {
@@ -680,11 +670,7 @@ const KNOWN_FIELDS: [&str; 9] = [
 ];
 
 fn audio_frame(pcm: &[i16]) -> String {
-    let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 96);
-    frame.push_str("{\"realtimeInput\":{\"audio\":{\"data\":\"");
-    frame.push_str(&encode_pcm(pcm));
-    frame.push_str("\",\"mimeType\":\"audio/pcm;rate=16000\"}}}");
-    frame
+    codec::audio_frame("{\"realtimeInput\":{\"audio\":{\"data\":\"", pcm, "\",\"mimeType\":\"audio/pcm;rate=16000\"}}}")
 }
 
 impl Codec for GeminiCodec {

@@ -18,11 +18,11 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use svc_domain::model::{Delegation, Knobs};
 use svc_domain::session_config::InterruptionSensitivity;
+use svc_http::{HttpEvent, HttpRequest};
+use svc_provider_core::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 
-use crate::api::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, Held, HttpEvent, HttpRequest, Link, Transmit, decode_pcm, encode_pcm,
-    heard_text, split_for_append,
+    self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text, split_for_append,
 };
 use crate::usage;
 
@@ -376,15 +376,9 @@ impl GptLiveCodec {
     }
 
     fn send_audio(&mut self, pcm: &[i16], native: bool) {
-        if self.core.link == Link::Ready {
-            let resampled = self.core.input_pcm(pcm, native);
-            if !resampled.is_empty() {
-                let frame = audio_frame(resampled);
-                self.core.send(frame);
-            }
-        } else {
-            let resampled = self.core.input_pcm(pcm, native).to_vec();
-            self.core.buffer_audio(&resampled);
+        if let Some(audio) = self.core.user_audio(pcm, native) {
+            let frame = audio_frame(audio);
+            self.core.send(frame);
         }
     }
 
@@ -692,11 +686,7 @@ fn rms(pcm: &[i16]) -> f64 {
 }
 
 fn audio_frame(pcm: &[i16]) -> String {
-    let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 64);
-    frame.push_str("{\"type\":\"session.input_audio.append\",\"audio\":\"");
-    frame.push_str(&encode_pcm(pcm));
-    frame.push_str("\"}");
-    frame
+    codec::audio_frame("{\"type\":\"session.input_audio.append\",\"audio\":\"", pcm, "\"}")
 }
 
 impl Codec for GptLiveCodec {

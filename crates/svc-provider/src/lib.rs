@@ -1,8 +1,8 @@
 //! Upstream speech-to-speech providers (Gemini Live, OpenAI Realtime, OpenAI GPT-Live, xAI Grok).
 //!
 //! Layout (see ARCHITECTURE.md):
-//! - [`api`]: the provider interface — [`api::SessionSetup`] in, [`api::ProviderInput`] in,
-//!   [`api::ProviderEvent`] out. The same closed enums for every upstream.
+//! - the provider interface itself (`SessionSetup` in, `ProviderInput` in, `ProviderEvent` out,
+//!   the `ProviderSession` handle) is `svc-provider-core`'s, below this transport.
 //! - [`codec`]: the sans-IO contract ([`codec::Codec`]: `handle_*(now, …)` / `poll_*()`), plus the
 //!   state every codec shares. Codecs never do IO and never read the clock.
 //! - one codec per protocol: [`gemini`], [`realtime`] (OpenAI Realtime and xAI), [`gpt_live`].
@@ -11,11 +11,10 @@
 //! - [`family`]: **the family table** ([`family::FAMILIES`]): per upstream family its account,
 //!   input rate and codec; the one place a family is added.
 //! - [`endpoint`]: keys and base URLs from the ecosystem's environment variables.
-//! - [`usage`] and [`resample`]: usage mapping onto the nine token fields; 48 kHz ⇄ provider rates.
+//! - [`usage`]: usage mapping onto the nine token fields (resampling is `svc-audio`'s).
 //! - [`recording`] and [`replay`]: the upstream exchange as JSON Lines (`svc provider check
 //!   --record`) and a codec fed a recording in virtual time.
 
-pub mod api;
 pub mod check;
 pub mod codec;
 pub mod driver;
@@ -23,16 +22,15 @@ pub mod endpoint;
 pub mod family;
 pub mod gemini;
 pub mod gpt_live;
-pub mod http;
 pub mod realtime;
 pub mod recording;
 pub mod replay;
-pub mod resample;
 pub mod usage;
 
+use svc_provider_core::SessionSetup;
+use svc_provider_core::session::ProviderSession;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::SessionSetup;
 use crate::codec::Codec;
 use crate::endpoint::{Family, ProviderEnv};
 
@@ -53,7 +51,7 @@ pub enum StartError {
 }
 
 /// The rate a model's adapter takes user audio at natively: send
-/// [`api::ProviderInput::NativeAudio`] at this rate and the adapter does not resample. `None` for
+/// [`svc_provider_core::ProviderInput::NativeAudio`] at this rate and the adapter does not resample. `None` for
 /// a family this crate does not know.
 pub fn input_rate_hz(model: &svc_domain::model::ResolvedModel) -> Option<u32> {
     Family::from_catalog(&model.family).map(|family| family.spec().input_rate_hz)
@@ -83,6 +81,6 @@ pub fn start(
     setup: SessionSetup,
     env: &ProviderEnv,
     shutdown: CancellationToken,
-) -> Result<driver::ProviderSession, StartError> {
+) -> Result<ProviderSession, StartError> {
     Ok(driver::spawn(codec_for(setup, env)?, shutdown))
 }

@@ -16,11 +16,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use serde_json::{Value, json};
+use svc_provider_core::{ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior};
 
-use crate::api::{ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior};
-use crate::codec::{
-    Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, encode_pcm, heard_text,
-};
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text};
 use crate::usage;
 use svc_wire::rest::UsageTokens;
 
@@ -205,18 +203,10 @@ impl RealtimeCodec {
         if self.muted {
             return;
         }
-        if self.core.link == Link::Ready {
-            let resampled = self.core.input_pcm(pcm, native);
-            if resampled.is_empty() {
-                return;
-            }
-            self.uncommitted_samples += resampled.len();
-            let frame = audio_frame(resampled);
-            self.core.send(frame);
-        } else {
-            let resampled = self.core.input_pcm(pcm, native).to_vec();
-            self.core.buffer_audio(&resampled);
-        }
+        let Some(audio) = self.core.user_audio(pcm, native) else { return };
+        self.uncommitted_samples += audio.len();
+        let frame = audio_frame(audio);
+        self.core.send(frame);
     }
 
     /// The client ends the user's turn (`activity-end`) before the server's detector would:
@@ -769,11 +759,7 @@ fn reseed_preamble(history: &str) -> String {
 }
 
 fn audio_frame(pcm: &[i16]) -> String {
-    let mut frame = String::with_capacity(pcm.len() * 8 / 3 + 64);
-    frame.push_str("{\"type\":\"input_audio_buffer.append\",\"audio\":\"");
-    frame.push_str(&encode_pcm(pcm));
-    frame.push_str("\"}");
-    frame
+    codec::audio_frame("{\"type\":\"input_audio_buffer.append\",\"audio\":\"", pcm, "\"}")
 }
 
 /// A tool result as the string OpenAI-style outputs carry.

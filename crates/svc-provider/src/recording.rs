@@ -28,8 +28,8 @@ use std::time::Instant;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
+use svc_provider_core::{AppendChannel, ProviderInput, Scheduling};
 
-use crate::api::{AppendChannel, ProviderInput, Scheduling};
 use crate::codec::{ConnectFailure, Transmit, decode_base64};
 
 /// The first line's `format`.

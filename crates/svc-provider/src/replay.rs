@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use svc_provider_core::ProviderEvent;
 
-use crate::api::ProviderEvent;
 use crate::codec::{Codec, ConnectFailure, Transmit};
 use crate::recording::{FORMAT, VERSION, expand, input_from};
 

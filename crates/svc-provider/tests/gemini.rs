@@ -8,7 +8,7 @@ use common::{Harness, WAIT, model, resampled, room_frames};
 use serde_json::json;
 use svc_domain::model::{EndOfSpeechSensitivity, ProviderABlock, ProviderBlock, ThinkingLevel, TurnDetection};
 use svc_domain::session_config::InterruptionSensitivity;
-use svc_provider::api::{Policy, ProviderEvent, ProviderInput, Scheduling, SessionSetup, ToolBehavior, ToolDecl};
+use svc_provider_core::{Policy, ProviderEvent, ProviderInput, Scheduling, SessionSetup, ToolBehavior, ToolDecl};
 use svc_testkit::speech::{correlation, speech};
 use svc_testkit::{Action, FakeUpstream, Flavor, Reply};
 
@@ -341,8 +341,8 @@ async fn a_prior_sessions_handle_resumes_natively_or_falls_back_to_the_transcrip
     // A stale handle is refused: a fresh session seeded from the transcript instead.
     let mut setup = provider_a(ProviderABlock::default());
     setup.resumption_handle = Some("handle_expired".to_owned());
-    setup.history = vec![svc_provider::api::TranscriptTurn {
-        role: svc_provider::api::Role::User,
+    setup.history = vec![svc_provider_core::TranscriptTurn {
+        role: svc_provider_core::Role::User,
         text: "My name is Ada.".to_owned(),
     }];
     let mut h = Harness::start(setup, &fake).await;

@@ -10,7 +10,7 @@ use serde_json::json;
 use svc_domain::model::{
     Delegation, ProviderBLiveBlock, ProviderBlock, ReasoningEffort, ServiceTier, ToolChoice, Verbosity,
 };
-use svc_provider::api::{AppendChannel, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
+use svc_provider_core::{AppendChannel, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 use svc_testkit::speech::{correlation, speech};
 use svc_testkit::{Action, FakeUpstream, Flavor, Reply};
 

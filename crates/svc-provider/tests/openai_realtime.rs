@@ -9,7 +9,7 @@ use common::{Harness, WAIT, model, resampled, room_frames};
 use serde_json::{Value, json};
 use svc_domain::model::{Eagerness, ProviderBBlock, ProviderBMiniBlock, ProviderBlock, TurnDetection};
 use svc_domain::session_config::InterruptionSensitivity;
-use svc_provider::api::{
+use svc_provider_core::{
     Policy, ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, ToolDecl,
     TranscriptTurn,
 };
@@ -517,7 +517,7 @@ async fn shutdown_and_a_dropped_runtime_both_end_the_adapter() {
 
     // The runtime going away (its sender dropped) closes the session too.
     let h = Harness::start(provider_b(ProviderBBlock::default()), &fake).await;
-    let svc_provider::driver::ProviderSession { input, mut events, task, .. } = h.session;
+    let svc_provider_core::session::ProviderSession { input, mut events, task, .. } = h.session;
     drop(input);
     let mut closed = false;
     while let Ok(Some(event)) = tokio::time::timeout(WAIT, events.recv()).await {
@@ -534,7 +534,7 @@ async fn shutdown_and_a_dropped_runtime_both_end_the_adapter() {
     h.ready().await;
     h.send(ProviderInput::Text("look".to_owned())).await;
     h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await;
-    let svc_provider::driver::ProviderSession { input, events, task, .. } = h.session;
+    let svc_provider_core::session::ProviderSession { input, events, task, .. } = h.session;
     drop(events);
     let _ = input.send(ProviderInput::Audio(vec![0; 960])).await;
     tokio::time::timeout(WAIT, task).await.expect("the task ends").expect("no panic");

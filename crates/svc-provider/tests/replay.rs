@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 use svc_domain::model::{ModelCatalog, ModelChoice, Provider, ProviderBlock, resolve_model};
-use svc_provider::api::ProviderEvent;
 use svc_provider::endpoint::ProviderEnv;
 use svc_provider::replay::{Recording, replay};
+use svc_provider_core::ProviderEvent;
 use svc_wire::rest::UsageTokens;
 
 fn fixtures() -> Vec<(String, Recording)> {

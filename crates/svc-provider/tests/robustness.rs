@@ -9,11 +9,12 @@ use common::model;
 use svc_domain::model::{
     Delegation, ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBlock, ProviderCBlock,
 };
-use svc_provider::api::{ProviderInput, SessionSetup};
-use svc_provider::codec::{Codec, ConnectRequest, HttpEvent, Transmit};
+use svc_http::HttpEvent;
+use svc_provider::codec::{Codec, ConnectRequest, Transmit};
 use svc_provider::gemini::GeminiCodec;
 use svc_provider::gpt_live::{Backend, GptLiveCodec};
 use svc_provider::realtime::{Dialect, RealtimeCodec};
+use svc_provider_core::{ProviderInput, SessionSetup};
 
 fn codecs() -> Vec<(&'static str, Box<dyn Codec>)> {
     let request = || ConnectRequest { url: "ws://x/".to_owned(), headers: Vec::new() };

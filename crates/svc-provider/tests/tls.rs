@@ -8,10 +8,10 @@ use std::sync::Arc;
 use common::{WAIT, model};
 use futures_util::{SinkExt, StreamExt};
 use svc_domain::model::{ProviderBBlock, ProviderBlock};
-use svc_provider::api::{ProviderEvent, SessionSetup};
 use svc_provider::codec::ConnectRequest;
 use svc_provider::driver;
 use svc_provider::realtime::{Dialect, RealtimeCodec};
+use svc_provider_core::{ProviderEvent, SessionSetup};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 

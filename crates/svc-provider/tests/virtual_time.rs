@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use common::{connects, drain, model, request};
 use serde_json::json;
 use svc_domain::model::{ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBlock};
-use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 use svc_provider::codec::{Codec, ConnectFailure, Transmit};
 use svc_provider::gemini::GeminiCodec;
 use svc_provider::gpt_live::{Backend, GptLiveCodec};
 use svc_provider::realtime::{Dialect, RealtimeCodec};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 
 fn openai_ready(t0: Instant) -> RealtimeCodec {
     let setup = SessionSetup::new(model(ProviderBlock::ProviderB(ProviderBBlock::default())), "p");

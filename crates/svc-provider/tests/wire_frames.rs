@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::{WAIT, model};
 use futures_util::{SinkExt, StreamExt};
 use svc_domain::model::{ProviderABlock, ProviderBlock};
-use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup};
 use svc_provider::endpoint::ProviderEnv;
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 type Server = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
 /// A Gemini session whose upstream is whatever `listener` accepts.
-fn gemini_against(listener: &TcpListener) -> svc_provider::driver::ProviderSession {
+fn gemini_against(listener: &TcpListener) -> svc_provider_core::session::ProviderSession {
     let base = format!("http://{}", listener.local_addr().expect("bound"));
     let env = ProviderEnv::from_lookup(|name| match name {
         "GEMINI_API_KEY" => Some("k".to_owned()),
@@ -61,7 +61,7 @@ async fn next_close(server: &mut Server) -> Option<CloseFrame> {
 }
 
 async fn wait_for(
-    session: &mut svc_provider::driver::ProviderSession,
+    session: &mut svc_provider_core::session::ProviderSession,
     predicate: impl Fn(&ProviderEvent) -> bool,
 ) -> ProviderEvent {
     let deadline = tokio::time::Instant::now() + WAIT;

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use common::{drain, model, request};
 use serde_json::{Value, json};
 use svc_domain::model::{ProviderABlock, ProviderBBlock, ProviderBlock, TurnDetection};
-use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup};
 use svc_provider::codec::{Codec, Transmit, encode_pcm, heard_text};
 use svc_provider::gemini::GeminiCodec;
 use svc_provider::realtime::{Dialect, RealtimeCodec};
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup};
 use svc_wire::rest::UsageTokens;
 
 const REPLY: &str = "One two three four five six seven eight nine ten.";

@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::{Harness, WAIT, model, resampled, room_frames};
 use serde_json::json;
 use svc_domain::model::{ProviderBlock, ProviderCBlock, ProviderCReasoningEffort};
-use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 use svc_testkit::speech::correlation;
 use svc_testkit::{Action, FakeUpstream, Flavor, Reply};
 
@@ -156,7 +156,7 @@ async fn rotation_reseeds_through_instructions_and_keeps_audio() {
 
 #[tokio::test]
 async fn barge_in_tools_and_errors() {
-    use svc_provider::api::{Policy, Scheduling, ToolBehavior};
+    use svc_provider_core::{Policy, Scheduling, ToolBehavior};
     let fake = FakeUpstream::start(Flavor::Xai).await;
     fake.set_speedup(1);
     fake.queue([Reply::Speak("Here is a rather long answer that will be cut off by the caller soon.".to_owned())]);

@@ -2,8 +2,8 @@
 //! negotiated an RTP session with a phone or carrier.
 //!
 //! ```text
-//! room 48 kHz ─▶ Downsampler ─▶ G.711 ─▶ RTP ──────────▶ phone
-//! room 48 kHz ◀─ Upsampler ◀── jitter buffer ◀─ G.711 ◀─ RTP ◀── phone
+//! room 48 kHz ─▶ Resampler ─▶ G.711 ─▶ RTP ──────────▶ phone
+//! room 48 kHz ◀─ Resampler ◀── jitter buffer ◀─ G.711 ◀─ RTP ◀── phone
 //!                                        DTMF (RFC 4733) ◀┘      RTCP both ways
 //! ```
 //!
@@ -14,7 +14,7 @@
 //! - [`packet`]: RTP packets (RFC 3550 §5), parsing total over any bytes; sequence-number and
 //!   timestamp unwrapping.
 //! - [`g711`]: μ-law and A-law (ITU-T G.711).
-//! - [`resample`]: 48 kHz ↔ 8 kHz polyphase converters.
+//! - rate conversion 48 kHz ↔ 8 kHz is svc-audio's `Resampler` (the one the providers use).
 //! - [`jitter`]: the adaptive jitter buffer with loss concealment.
 //! - [`dtmf`]: telephone events (RFC 4733), sending and receiving.
 //! - [`rtcp`]: SR, RR, SDES CNAME and BYE (RFC 3550 §6), reception statistics, report timing.
@@ -71,7 +71,6 @@ pub mod dtmf;
 pub mod g711;
 pub mod jitter;
 pub mod packet;
-pub mod resample;
 pub mod rtcp;
 pub mod session;
 

@@ -7,13 +7,16 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use svc_audio::resample::Resampler;
 
 use crate::dtmf::{DtmfError, DtmfEvent, DtmfReceiver, DtmfSender};
 use crate::g711::G711;
 use crate::jitter::{CLOCK_RATE, FRAME_SAMPLES, FrameKind, JitterBuffer, JitterConfig, JitterStats};
 use crate::packet::{RtpPacket, SeqUnwrapper, TimestampUnwrapper, is_rtcp};
-use crate::resample::{Downsampler, RATIO, Upsampler};
 use crate::rtcp::{self, NtpTime, ReceptionStats, ReportBlock, RtcpPacket, SenderInfo};
+
+/// The room's 48 kHz over the telephone's 8 kHz.
+const ROOM_SAMPLES_PER_TELEPHONE_SAMPLE: usize = 6;
 
 /// A pause in room audio longer than this starts a new talkspurt: the timestamp jumps over the
 /// pause and the marker bit is set.
@@ -230,7 +233,8 @@ pub struct RtpSession {
     latch_rtcp: bool,
     // Sending.
     sequence: u16,
-    down: Downsampler,
+    /// The room's 48 kHz to the telephone's 8 kHz.
+    down: Resampler,
     /// 8 kHz samples not yet packetised, and the timestamp of the first.
     pending: Vec<i16>,
     pending_ts: u32,
@@ -249,7 +253,8 @@ pub struct RtpSession {
     ts_unwrap: TimestampUnwrapper,
     reception: ReceptionStats,
     jitter: JitterBuffer,
-    up: Upsampler,
+    /// The telephone's 8 kHz to the room's 48 kHz.
+    up: Resampler,
     dtmf_in: DtmfReceiver,
     last_received: Option<Instant>,
     /// Where the media timeout counts from when no packet is later.
@@ -287,7 +292,7 @@ impl RtpSession {
             latch_rtp,
             latch_rtcp: latch_rtp && !config.rtcp_mux,
             sequence,
-            down: Downsampler::new(),
+            down: Resampler::room_to_telephone(),
             pending: Vec::with_capacity(FRAME_SAMPLES),
             pending_ts: initial_ts,
             send_clock: None,
@@ -303,7 +308,7 @@ impl RtpSession {
             ts_unwrap: TimestampUnwrapper::new(),
             reception: ReceptionStats::default(),
             jitter: JitterBuffer::new(config.jitter),
-            up: Upsampler::new(),
+            up: Resampler::telephone_to_room(),
             dtmf_in: DtmfReceiver::new(),
             last_received: None,
             silence_since: now,
@@ -543,7 +548,7 @@ impl RtpSession {
     pub fn poll_room_pcm(&mut self, now: Instant) -> Option<RoomFrame> {
         self.touch(now);
         let frame = self.jitter.pop(now)?;
-        let mut pcm = Vec::with_capacity(FRAME_SAMPLES * RATIO);
+        let mut pcm = Vec::with_capacity(FRAME_SAMPLES * ROOM_SAMPLES_PER_TELEPHONE_SAMPLE);
         self.up.process(&frame.samples, &mut pcm);
         Some(RoomFrame { pcm, kind: frame.kind })
     }

@@ -154,7 +154,7 @@ fn replay(config: &Config, args: &ReplayArgs, json_output: bool) -> anyhow::Resu
     let mut codec = svc_provider::codec_for(svc_provider::check::setup_for(model), &env)?;
     let outcome = svc_provider::replay::replay(codec.as_mut(), &recording, std::time::Instant::now());
     let fatal = outcome.events.iter().find_map(|event| match event {
-        svc_provider::api::ProviderEvent::Error(error) if error.fatal => {
+        svc_provider_core::ProviderEvent::Error(error) if error.fatal => {
             Some(format!("{}: {}", error.code, error.message))
         }
         _ => None,

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use svc_audio::opus::OpusDecoder;
 use svc_audio::{TrackDecoder, TrackDecoderConfig};
-use svc_provider::api::{ProviderEvent, ProviderInput};
-use svc_provider::driver::ProviderSession;
+use svc_provider_core::session::ProviderSession;
+use svc_provider_core::{ProviderEvent, ProviderInput};
 use svc_store::UsageRecord;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio_util::sync::CancellationToken;

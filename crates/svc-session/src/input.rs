@@ -3,8 +3,8 @@
 //! and resampled once to the provider's rate.
 
 use svc_audio::denoise::{NoiseFilter, NoiseMode};
+use svc_audio::resample::Resampler;
 use svc_domain::session_config::NoiseCancellation;
-use svc_provider::resample::Resampler;
 
 /// Decoding and filtering of the bound participant's audio.
 #[derive(Debug)]

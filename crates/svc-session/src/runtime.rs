@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use svc_audio::opus::OpusDecoder;
 use svc_domain::start::ResolvedSession;
-use svc_provider::api::{Role, SessionSetup, TranscriptTurn};
 use svc_provider::endpoint::ProviderEnv;
+use svc_provider_core::{Role, SessionSetup, TranscriptTurn};
 use svc_room::RoomServer;
 use svc_store::Store;
 use tokio_util::sync::CancellationToken;

@@ -27,11 +27,13 @@ const LAYERS: &[(&str, u8)] = &[
     ("svc-stt", 1),
     ("svc-llm", 1),
     ("svc-sip", 1),
-    ("svc-rtp", 1),
+    ("svc-http", 1),
     ("svc-store", 2),
     ("svc-import", 2),
-    ("svc-provider", 2),
+    ("svc-provider-core", 2),
+    ("svc-rtp", 2),
     ("svc-room", 2),
+    ("svc-provider", 3),
     ("svc-local", 3),
     ("svc-tools", 3),
     ("svc-phone", 3),
@@ -48,6 +50,8 @@ const SHIPPED: &[&str] = &[
     "svc-audio",
     "svc-store",
     "svc-import",
+    "svc-http",
+    "svc-provider-core",
     "svc-provider",
     "svc-room",
     "svc-stt",
@@ -110,11 +114,15 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-room/src/rtc.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/ids.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/model.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
-    // Provider codecs are sans-IO; the driver, the HTTP client and `svc provider check` are not.
+    // The provider interface is types: no IO at all; the running provider's handle holds the
+    // channels' ends (tokio's types) but starts no task.
+    ("svc-provider-core/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &["svc-provider-core/src/session.rs"]),
+    ("svc-provider-core/src/session.rs", &[Clock, Spawn, Sockets, Files, Http], &[]),
+    // Provider codecs are sans-IO; the driver and `svc provider check` are not.
     (
         "svc-provider/src/",
         &[Clock, Tokio, Spawn, Sockets, Files, Http],
-        &["svc-provider/src/driver.rs", "svc-provider/src/http.rs", "svc-provider/src/check.rs"],
+        &["svc-provider/src/driver.rs", "svc-provider/src/check.rs"],
     ),
     // The local models compute; they read their files and nothing else.
     ("svc-stt/src/", &[Tokio, Spawn, Sockets, Http], &[]),
@@ -134,13 +142,13 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-session/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
 ];
 
-/// Where HTTP may appear: the API, the room's signal server, the provider's HTTP client, the tool
+/// Where HTTP may appear: the API, the room's signal server, the outbound HTTP client, the tool
 /// backends' client, and the test doubles and tools.
 const HTTP_EDGES: &[&str] = &[
     "svc-server/",
     "svc-room/src/signal.rs",
     "svc-room/src/server.rs",
-    "svc-provider/src/http.rs",
+    "svc-http/",
     "svc-local/src/install.rs",
     "svc-tools/src/http.rs",
     "svc-testkit/",

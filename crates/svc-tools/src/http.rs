@@ -42,7 +42,7 @@ async fn exchange(request: BackendRequest) -> Result<Vec<u8>, ToolError> {
     let stream: Box<dyn Io> = match url.scheme() {
         "https" => {
             let name = rustls::pki_types::ServerName::try_from(connect_host.clone()).map_err(|e| unreachable(&e))?;
-            let connector = tokio_rustls::TlsConnector::from(svc_provider::driver::tls_config());
+            let connector = tokio_rustls::TlsConnector::from(svc_http::tls_config());
             Box::new(connector.connect(name, tcp).await.map_err(|e| unreachable(&e))?)
         }
         "http" => Box::new(tcp),

@@ -15,16 +15,16 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use clap::Parser;
+use svc_audio::resample::Resampler;
 use svc_domain::model::{
     ModelCatalog, ModelChoice, ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBlock, ProviderCBlock,
     resolve_model,
 };
-use svc_provider::api::{ProviderInput, SessionSetup};
 use svc_provider::codec::{Codec, ConnectRequest, encode_pcm};
 use svc_provider::gemini::GeminiCodec;
 use svc_provider::gpt_live::{Backend, GptLiveCodec};
 use svc_provider::realtime::{Dialect, RealtimeCodec};
-use svc_provider::resample::Resampler;
+use svc_provider_core::{ProviderInput, SessionSetup};
 
 /// Adapter cost per 20 ms frame.
 #[derive(Debug, Parser)]

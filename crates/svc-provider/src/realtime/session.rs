@@ -6,7 +6,7 @@ use svc_domain::model::{Eagerness, Knobs, ProviderBTurnDetection, ProviderCKnobs
 use svc_domain::session_config::InterruptionSensitivity;
 
 use super::{Dialect, OPENAI_TRANSCRIBE_MODEL, RATE_HZ, XAI_TRANSCRIBE_MODEL};
-use crate::api::{SessionSetup, ToolDecl};
+use svc_provider_core::{SessionSetup, ToolDecl};
 
 /// The `session.update` for `setup` (the exact mapping of every knob, §3.2–3.3 and §5.2).
 pub fn session_update(setup: &SessionSetup, dialect: Dialect, instructions: &str) -> Value {

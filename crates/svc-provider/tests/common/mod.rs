@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use svc_audio::resample::Resampler;
 use svc_domain::model::{ModelCatalog, ModelChoice, ProviderBlock, ResolvedModel, resolve_model};
-use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup};
 use svc_provider::codec::{Codec, ConnectRequest, Transmit};
-use svc_provider::driver::ProviderSession;
 use svc_provider::endpoint::ProviderEnv;
-use svc_provider::resample::Resampler;
+use svc_provider_core::session::ProviderSession;
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup};
 use svc_testkit::{FAKE_API_KEY, FakeUpstream};
 use tokio_util::sync::CancellationToken;
 
@@ -98,7 +98,7 @@ impl Harness {
             .collect()
     }
 
-    pub fn errors(&self) -> Vec<svc_provider::api::ProviderError> {
+    pub fn errors(&self) -> Vec<svc_provider_core::ProviderError> {
         self.seen
             .iter()
             .filter_map(|e| match e {

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use svc_domain::model::{ModelCatalog, ModelChoice, ProviderBlock, ResolvedModel, resolve_model};
-use svc_provider::api::{ProviderEvent, ProviderInput, SessionSetup};
-use svc_provider::driver::ProviderSession;
 use svc_provider::endpoint::ProviderEnv;
+use svc_provider_core::session::ProviderSession;
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio_util::sync::CancellationToken;
@@ -321,7 +321,7 @@ impl Adapter {
     }
 
     /// Non-fatal and fatal errors the adapter reported.
-    pub fn errors(&self) -> Vec<svc_provider::api::ProviderError> {
+    pub fn errors(&self) -> Vec<svc_provider_core::ProviderError> {
         self.seen
             .iter()
             .filter_map(|e| match e {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use svc_domain::model::{ProviderABlock, ProviderBlock, TurnDetection};
-use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 use svc_wire::rest::UsageTokens;
 
 use crate::fake::{self, Adapter, Mode, PyFake};

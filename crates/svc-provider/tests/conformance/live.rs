@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use svc_domain::model::{
     Delegation, ProviderBLiveBlock, ProviderBlock, ReasoningEffort, ServiceTier, ToolChoice, Verbosity,
 };
-use svc_provider::api::{
+use svc_provider::codec::heard_text;
+use svc_provider_core::{
     AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup, TranscriptTurn,
 };
-use svc_provider::codec::heard_text;
 use svc_wire::rest::UsageTokens;
 
 use crate::fake::{Adapter, PyFake, model};

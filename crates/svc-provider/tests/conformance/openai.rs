@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use svc_domain::model::{ProviderBBlock, ProviderBMiniBlock, ProviderBlock, TurnDetection};
 use svc_domain::session_config::InterruptionSensitivity;
-use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, ResponseStatus, SessionSetup, ToolDecl};
 use svc_provider::codec::heard_text;
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, ResponseStatus, SessionSetup, ToolDecl};
 use svc_wire::rest::UsageTokens;
 
 use crate::fake::{self, Adapter, Mode, PyFake, model};

@@ -8,7 +8,7 @@
 use serde_json::json;
 use svc_domain::model::{ProviderBlock, ProviderCBlock, ProviderCReasoningEffort};
 use svc_domain::session_config::InterruptionSensitivity;
-use svc_provider::api::{ProviderEvent, SessionSetup};
+use svc_provider_core::{ProviderEvent, SessionSetup};
 
 use crate::fake::{PyFake, model};
 use crate::openai::{

@@ -126,10 +126,10 @@ async fn the_tool_response_policy_is_validated_and_kept(t: (TestApp, Arc<Recorde
     let stored = t.app.store.session_config(id).await.expect("config").expect("stored");
     assert_eq!(stored["agent"]["tool_response_policy"], policy, "kept for the provider adapter");
     let sessions = recorder.sessions.lock().expect("lock");
-    let setup = svc_provider::api::SessionSetup::from_resolved(&sessions[0].session);
-    let silent = svc_provider::api::Policy {
-        behavior: svc_provider::api::ToolBehavior::NonBlocking,
-        scheduling: Some(svc_provider::api::Scheduling::Silent),
+    let setup = svc_provider_core::SessionSetup::from_resolved(&sessions[0].session);
+    let silent = svc_provider_core::Policy {
+        behavior: svc_provider_core::ToolBehavior::NonBlocking,
+        scheduling: Some(svc_provider_core::Scheduling::Silent),
     };
     assert_eq!(setup.tool_policy.of("web_search"), silent, "the adapter gets the policy");
 }

@@ -492,7 +492,7 @@ async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
     assert!(rate > 0 && !heard.is_empty(), "baresip recorded nothing\n{}", phone.log());
     assert_eq!(rate, 8_000, "G.711 at the phone");
     let mut heard_48k = Vec::new();
-    svc_rtp::resample::Upsampler::new().process(&heard, &mut heard_48k);
+    svc_audio::resample::Resampler::telephone_to_room().process(&heard, &mut heard_48k);
     let heard_by_phone = correlation(&spoken, 24_000, &heard_48k, 48_000);
     assert!(heard_by_phone >= 0.8, "the agent's voice at the phone: {heard_by_phone:.3}");
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use svc_audio::analysis::best_correlation;
-use svc_provider::resample::Resampler;
+use svc_audio::resample::Resampler;
 use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor};
 
 use crate::support::{Server, clip, kill_group, svc};

@@ -32,7 +32,7 @@ use svc_domain::model::{Delegation, Knobs};
 use svc_domain::session_config::STATE_MAX_BYTES;
 use svc_domain::start::ResolvedSession;
 use svc_domain::tools::{HookAction, STATE_TOOL_NAME, ServerTool, ToolSpec};
-use svc_provider::api::{AppendChannel, ProviderError, ProviderEvent, ProviderInput, ResponseStatus};
+use svc_provider_core::{AppendChannel, ProviderError, ProviderEvent, ProviderInput, ResponseStatus};
 use svc_wire::events::{
     ClientMessage, DelegationChannel, JobStatus, RejectedToolEntry, ServerEvent, Speaker, UsageCounters, chunk_message,
 };

@@ -9,7 +9,7 @@ use svc_domain::session_config::parse_start;
 use svc_domain::settings::RecordingConsents;
 use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
 use svc_domain::tools::{ServerTool, ServerToolAvailability};
-use svc_provider::api::{ProviderError, ProviderEvent, ProviderInput, ResponseStatus};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, ResponseStatus};
 use svc_wire::events::{ENVELOPE_THRESHOLD_BYTES, chunk_message};
 
 use super::*;

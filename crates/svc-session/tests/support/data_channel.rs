@@ -24,7 +24,7 @@ use svc_domain::session_config::parse_start;
 use svc_domain::settings::RecordingConsents;
 use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, resolve_start};
 use svc_domain::tools::{ServerTool, ServerToolAvailability};
-use svc_provider::api::{ProviderEvent, ResponseStatus};
+use svc_provider_core::{ProviderEvent, ResponseStatus};
 use svc_session::core::envelope::MAX_BUFFERED_BYTES;
 use svc_session::core::{CoreConfig, Output, Peer, SessionCore, Timing};
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use svc_domain::model::ProviderABlock;
-use svc_provider::api::ProviderEvent;
+use svc_provider_core::ProviderEvent;
 
 use super::{Run, count, has, in_every_mode, native_bytes, native_frames, provider_a, server_vad};
 use crate::fake::{self, Mode};

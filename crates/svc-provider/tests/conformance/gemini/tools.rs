@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use svc_domain::model::ProviderABlock;
-use svc_provider::api::{Policy, ProviderEvent, ProviderInput, Scheduling, ToolBehavior};
+use svc_provider_core::{Policy, ProviderEvent, ProviderInput, Scheduling, ToolBehavior};
 
 use super::{Run, count, has, in_every_mode, is_assistant_final, native_frames, provider_a, text, tool};
 use crate::fake::{Mode, PyFake};
@@ -205,7 +205,7 @@ async fn policy_from_the_session_config(mode: Mode) {
     };
     let request = parse_start(&body, None).expect("a valid start");
     let resolved = resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves");
-    let setup = svc_provider::api::SessionSetup::from_resolved(&resolved);
+    let setup = svc_provider_core::SessionSetup::from_resolved(&resolved);
     assert!(setup.model.background_tools, "the catalog's default Gemini model takes background tools");
     let mut run = Run::start(mode, "tool_non_blocking", setup).await;
     run.ready().await;

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 use svc_domain::model::ProviderABlock;
-use svc_provider::api::{ProviderEvent, ProviderInput, ResponseStatus};
 use svc_provider::codec::heard_text;
+use svc_provider_core::{ProviderEvent, ProviderInput, ResponseStatus};
 use svc_wire::rest::UsageTokens;
 
 use super::{

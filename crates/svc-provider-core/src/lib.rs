@@ -1,9 +1,14 @@
-//! The provider interface: what the session runtime hands an adapter ([`SessionSetup`]), what it
-//! sends in ([`ProviderInput`]) and the one event stream it gets back ([`ProviderEvent`]).
+//! The provider interface, below every transport: what the session runtime hands a provider
+//! ([`SessionSetup`]), what it sends in ([`ProviderInput`]), the one event stream it gets back
+//! ([`ProviderEvent`]) and the handle of a running provider ([`session::ProviderSession`]).
 //!
-//! Every upstream (Gemini Live, OpenAI Realtime, GPT-Live, xAI) is driven through these closed
+//! Every upstream (Gemini Live, OpenAI Realtime, GPT-Live, xAI; their WebSocket adapters are
+//! `svc-provider`'s) and svc's own local pipeline (`svc-local`) are driven through these closed
 //! enums; nothing provider-specific leaks out, so the runtime turns [`ProviderEvent`]s into spec
-//! events without knowing which upstream it talks to (providers.md §1).
+//! events without knowing which provider it talks to (providers.md §1). No socket, TLS or
+//! WebSocket code lives here: a crate that only speaks the interface does not link a transport.
+
+pub mod session;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -353,7 +358,7 @@ impl AppendChannel {
 pub enum ProviderInput {
     /// Room audio: mono PCM16 at [`ROOM_RATE_HZ`], any length (the room sends 20 ms frames).
     Audio(Vec<i16>),
-    /// User audio already at the adapter's input rate ([`crate::input_rate_hz`]), any length:
+    /// User audio already at the adapter's input rate (`svc_provider::input_rate_hz`, `svc_local::INPUT_RATE_HZ`), any length:
     /// the runtime decodes Opus straight to that rate, so the adapter skips its resampler.
     NativeAudio(Vec<i16>),
     /// A typed user turn (`send-text`): the model answers it.

@@ -1,7 +1,9 @@
-//! The one outbound HTTP call of the adapters: a JSON POST whose response may be a stream of
-//! server-sent events (the Responses API with `stream: true`, used by GPT-Live `svc`
-//! delegation). HTTP/1.1 over TCP, rustls for `https`. Progress goes back to the codec as
-//! [`HttpEvent`]s through the driver's bounded channel.
+//! svc's outbound HTTPS client, below every crate that calls out: the TLS configuration
+//! ([`tls_config`]: rustls with ring and the webpki roots, also what the provider driver's
+//! WebSocket uses) and the one streaming call ([`post`]), a JSON POST whose response may be a
+//! stream of server-sent events (the Responses API under GPT-Live `svc` delegation, the local
+//! provider's OpenAI-compatible reply endpoint). HTTP/1.1 over TCP. Progress goes back as
+//! [`HttpEvent`]s on a bounded channel, so a sans-IO codec can be fed them as they come.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +15,56 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use url::Url;
 
-use crate::codec::{HttpEvent, HttpRequest};
+/// One outbound HTTP request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// Correlates [`HttpEvent`]s with this request.
+    pub id: u64,
+    /// `http://` or `https://` URL.
+    pub url: String,
+    /// Request headers.
+    pub headers: Vec<(String, String)>,
+    /// JSON body (POST).
+    pub body: String,
+}
+
+/// Progress of an [`HttpRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpEvent {
+    /// The response status arrived.
+    Status(u16),
+    /// One server-sent event's `data` (or the whole body of a non-streaming response).
+    Data(String),
+    /// The response ended.
+    Done,
+    /// The request failed before completing.
+    Failed(String),
+}
+
+/// TLS client configuration: rustls with the ring provider and the webpki root store.
+pub fn tls_config() -> Arc<rustls::ClientConfig> {
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|builder| builder.with_root_certificates(roots).with_no_client_auth());
+    match config {
+        Ok(config) => Arc::new(config),
+        // The ring provider supports the default versions; keep a working config regardless.
+        Err(_) => Arc::new(
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .map(|builder| {
+                    builder
+                        .with_root_certificates(rustls::RootCertStore {
+                            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+                        })
+                        .with_no_client_auth()
+                })
+                .expect("ring's provider supports TLS 1.3"),
+        ),
+    }
+}
 
 /// Longest response body accepted.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -150,6 +201,14 @@ fn find_blank_line(buffer: &[u8]) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_uses_the_webpki_roots_with_ring() {
+        let config = tls_config();
+        assert!(config.alpn_protocols.is_empty(), "plain HTTP/1.1 upgrade (xAI refuses HTTP/2)");
+        assert!(webpki_roots::TLS_SERVER_ROOTS.len() > 100);
+        assert!(config.crypto_provider().cipher_suites.iter().any(|suite| suite.version() == &rustls::version::TLS13));
+    }
 
     #[test]
     fn server_sent_events_split_across_chunks() {

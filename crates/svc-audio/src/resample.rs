@@ -4,7 +4,8 @@
 //! their own rate (providers.md §1.1): Gemini takes 16 kHz and returns 24 kHz, OpenAI Realtime
 //! 24 kHz, GPT-Live 16 or 24 kHz, xAI 8–48 kHz, G.711 paths 8 kHz. The runtime feeds each
 //! provider at its rate (48 kHz → 8/16/24 kHz) and, where it publishes provider audio at 48 kHz,
-//! brings it back up (16/24 kHz → 48 kHz). One [`Resampler`] per direction per session.
+//! brings it back up (16/24 kHz → 48 kHz); a phone call's media path (`svc-rtp`) converts between
+//! the room and G.711's 8 kHz both ways. One [`Resampler`] per direction per stream.
 //!
 //! How: all supported ratios are integer (`L = 1` or `M = 1` in an `L/M` rational resampler),
 //! so a polyphase FIR is exact. The prototype low-pass is a Kaiser-windowed sinc designed at the
@@ -30,9 +31,7 @@ const STOP_EDGE: f64 = 0.50;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum ResampleError {
     /// The rate pair is not one of the supported conversions.
-    #[error(
-        "unsupported resampling {from_hz} Hz -> {to_hz} Hz (supported: 48000 <-> 8000/16000/24000, up only from 16000/24000)"
-    )]
+    #[error("unsupported resampling {from_hz} Hz -> {to_hz} Hz (supported: 48000 <-> 8000/16000/24000)")]
     Unsupported {
         /// Requested input rate.
         from_hz: u32,
@@ -43,8 +42,8 @@ pub enum ResampleError {
 
 /// Streaming polyphase resampler for mono i16 PCM.
 ///
-/// Supported: 48000 → 8000, 16000, 24000; 16000 → 48000; 24000 → 48000; and any rate to
-/// itself (a pass-through with zero latency).
+/// Supported: 48000 → 8000, 16000, 24000; 8000, 16000, 24000 → 48000; and any rate to itself
+/// (a pass-through with zero latency).
 #[derive(Debug, Clone)]
 pub struct Resampler {
     from_hz: u32,
@@ -82,10 +81,26 @@ impl Resampler {
             (48_000, 8_000) => (1, 6),
             (24_000, 48_000) => (2, 1),
             (16_000, 48_000) => (3, 1),
+            (8_000, 48_000) => (6, 1),
             _ => return Err(ResampleError::Unsupported { from_hz, to_hz }),
         };
+        Ok(Self::design(from_hz, to_hz, up, down))
+    }
+
+    /// 48 kHz → 8 kHz: the room to the telephone (G.711).
+    pub fn room_to_telephone() -> Self {
+        Self::design(48_000, 8_000, 1, 6)
+    }
+
+    /// 8 kHz → 48 kHz: the telephone to the room.
+    pub fn telephone_to_room() -> Self {
+        Self::design(8_000, 48_000, 6, 1)
+    }
+
+    /// The filter for `from_hz * up / down = to_hz`, `up` or `down` being 1.
+    fn design(from_hz: u32, to_hz: u32, up: usize, down: usize) -> Self {
         if up == 1 && down == 1 {
-            return Ok(Self {
+            return Self {
                 from_hz,
                 to_hz,
                 up,
@@ -96,7 +111,7 @@ impl Resampler {
                 pos: 0,
                 next: 0,
                 group_delay: 0,
-            });
+            };
         }
 
         // Kaiser design at the up-sampled rate `from_hz * up`, in cycles per sample.
@@ -131,18 +146,7 @@ impl Resampler {
             }
         }
 
-        Ok(Self {
-            from_hz,
-            to_hz,
-            up,
-            down,
-            taps,
-            phases,
-            delay: vec![0.0; 2 * taps],
-            pos: 0,
-            next: 0,
-            group_delay: half,
-        })
+        Self { from_hz, to_hz, up, down, taps, phases, delay: vec![0.0; 2 * taps], pos: 0, next: 0, group_delay: half }
     }
 
     /// Input rate in Hz.
@@ -401,16 +405,65 @@ mod tests {
         }
     }
 
+    /// The telephone path (svc-rtp), a room frame at a time: what G.711 carries passes, and
+    /// nothing folds back below 8 kHz's Nyquist frequency.
+    #[test]
+    fn room_to_telephone_keeps_the_telephone_band_and_rejects_what_would_alias() {
+        let down = |input: &[i16]| {
+            let mut converter = Resampler::room_to_telephone();
+            let mut out = Vec::new();
+            for frame in input.chunks(960) {
+                converter.process(frame, &mut out);
+            }
+            out
+        };
+        for freq in [300.0, 1_000.0, 3_000.0] {
+            let input = sine(48_000, freq, 10_000.0, 24_000);
+            let output = down(&input);
+            assert_eq!(output.len(), input.len() / 6, "six room samples make one telephone sample");
+            let gain_db = 20.0 * (rms(&output[100..]) / rms(&input)).log10();
+            assert!(gain_db.abs() < 0.5, "{freq} Hz: {gain_db:.2} dB");
+        }
+        for freq in [5_000.0, 7_000.0, 12_000.0] {
+            let input = sine(48_000, freq, 10_000.0, 24_000);
+            let gain_db = 20.0 * (rms(&down(&input)[100..]) / rms(&input)).log10();
+            assert!(gain_db < -40.0, "{freq} Hz folds back at {gain_db:.1} dB");
+        }
+    }
+
+    #[test]
+    fn telephone_to_room_keeps_the_tone_and_suppresses_its_images() {
+        for freq in [300.0, 1_000.0, 3_000.0] {
+            let input = sine(8_000, freq, 10_000.0, 4_000);
+            let mut converter = Resampler::telephone_to_room();
+            let mut output = Vec::new();
+            for frame in input.chunks(160) {
+                converter.process(frame, &mut output);
+            }
+            assert_eq!(output.len(), input.len() * 6);
+            let steady = &output[600..];
+            let gain_db = 20.0 * (goertzel(steady, 48_000, freq) / 10_000.0).log10();
+            assert!(gain_db.abs() < 0.5, "{freq} Hz: {gain_db:.2} dB");
+            // Up-sampling mirrors the tone around multiples of 8 kHz.
+            for image in [8_000.0 - freq, 8_000.0 + freq, 16_000.0 - freq] {
+                let level_db = 20.0 * (goertzel(steady, 48_000, image) / 10_000.0).log10();
+                assert!(level_db < -40.0, "{freq} Hz's image at {image} Hz: {level_db:.1} dB");
+            }
+        }
+    }
+
     #[test]
     fn unsupported_ratios_are_typed_errors() {
-        for (from, to) in [(44_100, 16_000), (48_000, 44_100), (8_000, 48_000), (16_000, 24_000), (0, 0), (48_000, 0)] {
+        for (from, to) in [(44_100, 16_000), (48_000, 44_100), (8_000, 16_000), (16_000, 24_000), (0, 0), (48_000, 0)] {
             assert_eq!(Resampler::new(from, to).err(), Some(ResampleError::Unsupported { from_hz: from, to_hz: to }));
         }
     }
 
     #[test]
     fn silence_in_silence_out_and_empty_input() {
-        for (from, to) in [(48_000, 24_000), (48_000, 16_000), (48_000, 8_000), (24_000, 48_000), (16_000, 48_000)] {
+        for (from, to) in
+            [(48_000, 24_000), (48_000, 16_000), (48_000, 8_000), (24_000, 48_000), (16_000, 48_000), (8_000, 48_000)]
+        {
             let mut r = Resampler::new(from, to).expect("ok");
             let mut out = Vec::new();
             r.process(&[], &mut out);
