@@ -55,6 +55,18 @@ pub(crate) enum RoomCommand {
     Close {
         reason: LeaveReason,
     },
+    /// A fire-and-forget command of an in-process participant (read from the posts queue).
+    Post(LocalPost),
+}
+
+/// A fire-and-forget command of an in-process participant: nobody waits for a reply. Posts have
+/// a queue of their own, apart from the datagrams that fill the command queue when the room is
+/// busy, and the actor takes them first, so a participant's frames and messages neither wait
+/// behind a burst of datagrams nor make their sender wait.
+#[derive(Debug)]
+pub(crate) struct LocalPost {
+    pub(crate) key: Key,
+    pub(crate) command: LocalCommand,
 }
 
 /// Capacity of a room's command channel. Datagrams beyond it are dropped (like a congested
@@ -64,6 +76,9 @@ pub(crate) const ROOM_QUEUE: usize = 1024;
 pub(crate) const SIGNAL_QUEUE: usize = 256;
 /// Events queued for one in-process participant; audio beyond it is dropped.
 pub(crate) const LOCAL_QUEUE: usize = 2048;
+/// Posts (frames, messages, attribute changes) queued from the room's in-process participants:
+/// five seconds of one agent's frames. A post beyond it is refused at once, never waited for.
+pub(crate) const POST_QUEUE: usize = 256;
 
 /// An in-process participant as its room sees it: where its events go, and where what could
 /// not go is counted.
@@ -78,6 +93,8 @@ pub(crate) struct RoomActor {
     pub(crate) core: RoomCore,
     pub(crate) commands: mpsc::Receiver<RoomCommand>,
     pub(crate) sender: mpsc::Sender<RoomCommand>,
+    /// In-process participants' posts; the room keeps a sender, so this never ends.
+    pub(crate) posts: mpsc::Receiver<LocalPost>,
     pub(crate) mux: Arc<UdpMux>,
     /// Datagrams this room's queue refused (counted by the demultiplexer).
     pub(crate) datagrams_dropped: Arc<AtomicU64>,
@@ -95,6 +112,9 @@ impl RoomActor {
             let command = tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => Some(RoomCommand::Close { reason: LeaveReason::ServerShutdown }),
+                // Before commands: what a participant posted before asking the room to close
+                // (its last words) goes out before the close.
+                post = self.posts.recv() => post.map(RoomCommand::Post),
                 command = self.commands.recv() => command,
                 () = sleep_until(deadline) => None,
             };
@@ -129,6 +149,12 @@ impl RoomActor {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(self.core.handle_local(now, key, command));
                 }
+                Some(RoomCommand::Post(LocalPost { key, command })) => {
+                    let name = command.name();
+                    if let LocalReply::Failed(error) = self.core.handle_local(now, key, command) {
+                        tracing::debug!(room = %self.name, command = name, %error, "in-process post failed");
+                    }
+                }
                 Some(RoomCommand::Close { reason }) => {
                     self.core.close(now, reason);
                     closing = true;
@@ -147,6 +173,7 @@ impl RoomActor {
             }
         }
         self.commands.close();
+        self.posts.close();
         // Anyone still waiting on the room learns it is gone.
         while let Ok(command) = self.commands.try_recv() {
             drop(command);

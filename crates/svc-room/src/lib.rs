@@ -25,10 +25,10 @@ mod sim;
 pub mod token;
 mod udp;
 
-pub use core::LocalError;
+pub use core::{LATE_AFTER, LocalError};
 pub use local::{
-    InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, RemoteAudioDecoder, RpcError,
-    RpcInvocation, rpc_codes,
+    InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, OutboundMedia, RemoteAudioDecoder,
+    RpcError, RpcInvocation, rpc_codes,
 };
 pub use model::{
     DataMessage, LeaveReason, Participant, ParticipantKind, RemoteAudioFrame, RoomEvent, TrackPublication,

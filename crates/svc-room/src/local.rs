@@ -19,8 +19,8 @@ use bytes::Bytes;
 use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::actor::RoomCommand;
-use crate::core::{Key, LocalCommand, LocalError, LocalOutput, LocalReply};
+use crate::actor::{LocalPost, RoomCommand};
+use crate::core::{Key, LocalCommand, LocalError, LocalOutput, LocalReply, TrackCounters};
 use crate::model::{RemoteAudioFrame, RoomEvent};
 use crate::server::RoomError;
 
@@ -39,6 +39,16 @@ pub struct InboundDrops {
     pub room_queue: u64,
     /// Audio frames this participant's own queues refused because it fell behind the room.
     pub participant_queue: u64,
+}
+
+/// What became of the pre-encoded frames handed to an in-process track
+/// ([`LocalAudioTrack::try_push_opus_at`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutboundMedia {
+    /// Frames lost: the room's post queue was full, the room was gone, or it refused them.
+    pub dropped: u64,
+    /// Frames the room sent more than [`crate::core::LATE_AFTER`] after their media time.
+    pub late: u64,
 }
 
 /// Where [`InboundDrops`] are counted: the room's actor, its UDP demultiplexer and the
@@ -157,6 +167,7 @@ pub struct LocalParticipant {
     identity: String,
     key: Key,
     commands: mpsc::Sender<RoomCommand>,
+    posts: mpsc::Sender<LocalPost>,
     events: mpsc::Receiver<RoomEvent>,
     rpc: Arc<Mutex<RpcState>>,
     counters: Arc<LocalCounters>,
@@ -174,13 +185,14 @@ impl LocalParticipant {
         identity: String,
         key: Key,
         commands: mpsc::Sender<RoomCommand>,
+        posts: mpsc::Sender<LocalPost>,
         outputs: mpsc::Receiver<LocalOutput>,
         counters: Arc<LocalCounters>,
     ) -> LocalParticipant {
         let (events_in, events) = mpsc::channel(EVENT_QUEUE);
         let rpc = Arc::new(Mutex::new(RpcState::default()));
         tokio::spawn(pump(outputs, events_in, rpc.clone(), commands.clone(), key, counters.clone()));
-        LocalParticipant { room, identity, key, commands, events, rpc, counters }
+        LocalParticipant { room, identity, key, commands, posts, events, rpc, counters }
     }
 
     /// Inbound media lost so far before this participant read it.
@@ -210,9 +222,13 @@ impl LocalParticipant {
     /// Publishes a microphone audio track fed with [`LocalAudioTrack::push_pcm`].
     pub async fn publish_audio(&self, name: &str) -> Result<LocalAudioTrack, RoomError> {
         match self.command(LocalCommand::PublishAudio { name: name.to_owned() }).await? {
-            LocalReply::TrackPublished { track_sid, played_samples } => {
-                Ok(LocalAudioTrack { sid: track_sid, key: self.key, commands: self.commands.clone(), played_samples })
-            }
+            LocalReply::TrackPublished { track_sid, counters } => Ok(LocalAudioTrack {
+                sid: Arc::from(track_sid),
+                key: self.key,
+                commands: self.commands.clone(),
+                posts: self.posts.clone(),
+                counters,
+            }),
             other => Err(unexpected(other)),
         }
     }
@@ -325,10 +341,11 @@ impl LocalParticipant {
 /// and releases one 20 ms frame every 20 ms.
 #[derive(Debug, Clone)]
 pub struct LocalAudioTrack {
-    sid: String,
+    sid: Arc<str>,
     key: Key,
     commands: mpsc::Sender<RoomCommand>,
-    played_samples: Arc<AtomicU64>,
+    posts: mpsc::Sender<LocalPost>,
+    counters: Arc<TrackCounters>,
 }
 
 impl LocalAudioTrack {
@@ -340,7 +357,7 @@ impl LocalAudioTrack {
     /// Queues 48 kHz mono PCM for playout. Fails, without queueing any of it, when the queue's
     /// bound would be exceeded.
     pub async fn push_pcm(&self, pcm: Vec<i16>) -> Result<(), RoomError> {
-        let command = LocalCommand::PushAudio { track_sid: self.sid.clone(), pcm };
+        let command = LocalCommand::PushAudio { track_sid: self.sid.to_string(), pcm };
         expect_done(send_command(&self.commands, self.key, command).await?)
     }
 
@@ -359,9 +376,30 @@ impl LocalAudioTrack {
         expect_done(send_command(&self.commands, self.key, command).await?)
     }
 
+    /// [`LocalAudioTrack::push_opus_at`] without waiting: the frame joins the room's bounded
+    /// post queue and nobody waits for the room to take it. A full queue (the room is behind)
+    /// or a closed room drops the frame, counted in [`LocalAudioTrack::outbound`] like the
+    /// frames the room itself refuses and those it sends late; the error says which.
+    pub fn try_push_opus_at(&self, opus: Bytes, media_time: std::time::Instant) -> Result<(), RoomError> {
+        let command = LocalCommand::PushOpus { track_sid: self.sid.clone(), opus, media_time: Some(media_time) };
+        try_post(&self.posts, self.key, command).inspect_err(|_| {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    /// The frames of [`LocalAudioTrack::try_push_opus_at`] lost or sent late so far.
+    pub fn outbound(&self) -> OutboundMedia {
+        OutboundMedia {
+            dropped: self.counters.dropped.load(Ordering::Relaxed),
+            late: self.counters.late.load(Ordering::Relaxed),
+        }
+    }
+
     /// Drops queued audio (barge-in) and returns how many samples were never played.
     pub async fn clear(&self) -> Result<usize, RoomError> {
-        match send_command(&self.commands, self.key, LocalCommand::ClearAudio { track_sid: self.sid.clone() }).await? {
+        match send_command(&self.commands, self.key, LocalCommand::ClearAudio { track_sid: self.sid.to_string() })
+            .await?
+        {
             LocalReply::Cleared { discarded_samples } => Ok(discarded_samples),
             other => Err(unexpected(other)),
         }
@@ -369,13 +407,13 @@ impl LocalAudioTrack {
 
     /// Samples released to listeners so far (what they have heard, up to network delay).
     pub fn played_samples(&self) -> u64 {
-        self.played_samples.load(Ordering::Relaxed)
+        self.counters.played_samples.load(Ordering::Relaxed)
     }
 
     /// Stops publishing.
     pub async fn unpublish(self) -> Result<(), RoomError> {
         expect_done(
-            send_command(&self.commands, self.key, LocalCommand::UnpublishTrack { track_sid: self.sid.clone() })
+            send_command(&self.commands, self.key, LocalCommand::UnpublishTrack { track_sid: self.sid.to_string() })
                 .await?,
         )
     }
@@ -418,6 +456,15 @@ async fn send_command(
         LocalReply::Failed(error) => Err(RoomError::Local(error)),
         reply => Ok(reply),
     }
+}
+
+/// Hands a command to the room without waiting: refused at once when the room's post queue is
+/// full or the room is gone.
+fn try_post(posts: &mpsc::Sender<LocalPost>, key: Key, command: LocalCommand) -> Result<(), RoomError> {
+    posts.try_send(LocalPost { key, command }).map_err(|error| match error {
+        mpsc::error::TrySendError::Full(_) => RoomError::Busy,
+        mpsc::error::TrySendError::Closed(_) => RoomError::RoomClosed,
+    })
 }
 
 fn expect_done(reply: LocalReply) -> Result<(), RoomError> {

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::{DialUpdate, EndStatus, Finish, Output, Peer, Persist, SessionCore, ToolJob, ToolJobOutcome};
 use crate::input::InputAudio;
-use crate::media::{LATE_AFTER, MediaCounts, MediaTotals};
+use crate::media::{MediaCounts, MediaTotals};
 use crate::persist::{FinalRecord, Persister};
 use crate::recording::{AGENT, RecordingFile, StereoAligner, USER};
 use crate::room::{AgentRoom, AgentRoomEvent, CloseReason};
@@ -252,11 +252,13 @@ impl<R: AgentRoom> SessionActor<R> {
 
     /// The session's counts so far: its own, the room's and the core's.
     fn media_counts(&self) -> MediaCounts {
-        let room = self.room.inbound_drops();
+        let inbound = self.room.inbound_drops();
+        let outbound = self.room.outbound_media();
         MediaCounts {
-            input_dropped_room_queue: room.room_queue,
-            input_dropped_agent_queue: room.participant_queue,
-            output_dropped: self.media.output_dropped + self.core.output_frames_overflowed(),
+            input_dropped_room_queue: inbound.room_queue,
+            input_dropped_agent_queue: inbound.participant_queue,
+            output_dropped: self.media.output_dropped + self.core.output_frames_overflowed() + outbound.dropped,
+            output_late: self.media.output_late + outbound.late,
             ..self.media
         }
     }
@@ -283,13 +285,9 @@ impl<R: AgentRoom> SessionActor<R> {
                             recording.aligner.push(AGENT, Instant::now(), &pcm);
                         }
                     }
-                    let now = Instant::now();
-                    self.flush_recording(now);
-                    if now > due + LATE_AFTER {
-                        self.media.output_late += 1;
-                    }
-                    if let Err(error) = self.room.push_audio(opus, due).await {
-                        self.media.output_dropped += 1;
+                    self.flush_recording(Instant::now());
+                    // The room's sink counts what it drops and what leaves late.
+                    if let Err(error) = self.room.try_push_audio(opus, due) {
                         tracing::debug!(session.id = %self.core.session_id(), %error, "agent audio not sent");
                     }
                 }

@@ -107,15 +107,20 @@ pub trait AgentRoom: Send + 'static {
         &self,
         attributes: BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), RoomError>> + Send;
-    /// Publishes one 20 ms Opus frame of the agent's voice now; `due` is its place on the
-    /// media clock, which RTP time follows.
-    fn push_audio(&self, opus: Bytes, due: Instant) -> impl Future<Output = Result<(), RoomError>> + Send;
+    /// Hands one 20 ms Opus frame of the agent's voice to the room's bounded frame sink, without
+    /// waiting; `due` is its place on the media clock, which RTP time follows. A frame the sink
+    /// cannot take is dropped and counted in [`AgentRoom::outbound_media`] (the error says why).
+    fn try_push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError>;
     /// Ends the room: every participant leaves with a reason.
     fn close(&self, reason: CloseReason) -> impl Future<Output = ()> + Send;
     /// The user's audio the room lost before the agent read it, so far (a room that cannot
     /// lose any, such as a test's, reports none).
     fn inbound_drops(&self) -> svc_room::InboundDrops {
         svc_room::InboundDrops::default()
+    }
+    /// The agent's frames the room dropped or sent late, so far.
+    fn outbound_media(&self) -> svc_room::OutboundMedia {
+        svc_room::OutboundMedia::default()
     }
 }
 
@@ -229,12 +234,16 @@ impl AgentRoom for EmbeddedRoom {
         self.participant.set_attributes(attributes).await
     }
 
-    async fn push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError> {
-        self.track.push_opus_at(opus, due).await
+    fn try_push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError> {
+        self.track.try_push_opus_at(opus, due)
     }
 
     fn inbound_drops(&self) -> svc_room::InboundDrops {
         self.participant.inbound_drops()
+    }
+
+    fn outbound_media(&self) -> svc_room::OutboundMedia {
+        self.track.outbound()
     }
 
     async fn close(&self, reason: CloseReason) {
