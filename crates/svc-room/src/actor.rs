@@ -1,7 +1,9 @@
 //! The room actor: one task per room owns its [`RoomCore`] and carries out its outputs (signal
 //! messages, datagrams, in-process events). Everything that touches a room goes through its
-//! bounded command channel; the task ends when the room closes or the core says it expired
-//! (empty for too long).
+//! bounded command channel, or, for in-process participants' posts, its bounded post channel;
+//! the task ends when the room closes or the core says it expired (empty for too long). It
+//! also keeps the in-process participants' RPC bookkeeping (`crate::rpc`), so no task runs
+//! beside it per participant or per call.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,8 +16,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::{CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole, RoomCore};
-use crate::local::LocalCounters;
-use crate::model::LeaveReason;
+use crate::local::{LocalShared, RpcError, rpc_codes};
+use crate::model::{LeaveReason, RoomEvent};
+use crate::rpc::{RpcCall, RpcCalls};
 use crate::udp::{RoomId, UdpMux};
 
 /// Commands a room accepts.
@@ -27,8 +30,8 @@ pub(crate) enum RoomCommand {
     },
     JoinLocal {
         request: JoinRequest,
-        outputs: mpsc::Sender<LocalOutput>,
-        counters: Arc<LocalCounters>,
+        events: mpsc::Sender<RoomEvent>,
+        shared: Arc<LocalShared>,
         reply: oneshot::Sender<Key>,
     },
     Signal {
@@ -55,6 +58,8 @@ pub(crate) enum RoomCommand {
     Close {
         reason: LeaveReason,
     },
+    /// An in-process participant calls another participant's RPC method.
+    PerformRpc(RpcCall),
     /// A fire-and-forget command of an in-process participant (read from the posts queue).
     Post(LocalPost),
 }
@@ -80,11 +85,11 @@ pub(crate) const LOCAL_QUEUE: usize = 2048;
 /// five seconds of one agent's frames. A post beyond it is refused at once, never waited for.
 pub(crate) const POST_QUEUE: usize = 256;
 
-/// An in-process participant as its room sees it: where its events go, and where what could
-/// not go is counted.
+/// An in-process participant as its room sees it: its one event channel, and what it shares
+/// with the room (where what could not go is counted, the RPC methods it answers).
 pub(crate) struct Local {
-    outputs: mpsc::Sender<LocalOutput>,
-    counters: Arc<LocalCounters>,
+    events: mpsc::Sender<RoomEvent>,
+    shared: Arc<LocalShared>,
 }
 
 pub(crate) struct RoomActor {
@@ -107,6 +112,7 @@ impl RoomActor {
     pub(crate) async fn run(mut self) {
         let mut signals: HashMap<Key, mpsc::Sender<proto::signal_response::Message>> = HashMap::new();
         let mut locals: HashMap<Key, Local> = HashMap::new();
+        let mut rpc_calls = RpcCalls::default();
         loop {
             let deadline = self.core.poll_timeout();
             let command = tokio::select! {
@@ -131,11 +137,11 @@ impl RoomActor {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
                 }
-                Some(RoomCommand::JoinLocal { request, outputs, counters, reply }) => {
+                Some(RoomCommand::JoinLocal { request, events, shared, reply }) => {
                     let key = self.core.next_key_hint();
                     // A participant joins one room once: the cell is empty.
-                    let _ = counters.room_queue.set(self.datagrams_dropped.clone());
-                    locals.insert(key, Local { outputs, counters });
+                    let _ = shared.room_queue.set(self.datagrams_dropped.clone());
+                    locals.insert(key, Local { events, shared });
                     let joined = self.core.join_local(now, unix_ms(), request);
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
@@ -151,8 +157,33 @@ impl RoomActor {
                 }
                 Some(RoomCommand::Post(LocalPost { key, command })) => {
                     let name = command.name();
+                    // A frame's failure is counted on its track; a frame an event each would
+                    // flood the queue that reports it.
+                    let frame = matches!(command, LocalCommand::PushOpus { .. });
                     if let LocalReply::Failed(error) = self.core.handle_local(now, key, command) {
                         tracing::debug!(room = %self.name, command = name, %error, "in-process post failed");
+                        if !frame && let Some(local) = locals.get(&key) {
+                            let failed = RoomEvent::CommandFailed { command: name, error };
+                            if local.events.try_send(failed).is_err() {
+                                tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                            }
+                        }
+                    }
+                }
+                Some(RoomCommand::PerformRpc(call)) => {
+                    if self.core.has_identity(&call.destination) {
+                        let request_id = call.request.id.clone();
+                        let (caller, destination, value) = rpc_calls.start(call);
+                        let sent = self.core.handle_local(now, caller, LocalCommand::SendRpc { destination, value });
+                        if let LocalReply::Failed(_) = sent {
+                            rpc_calls
+                                .fail(&request_id, RpcError::new(rpc_codes::SEND_FAILED, "failed to send the request"));
+                        }
+                    } else {
+                        // The caller gave up waiting; nothing to tell it.
+                        let _ = call
+                            .response
+                            .send(Err(RpcError::new(rpc_codes::RECIPIENT_NOT_FOUND, "recipient not found")));
                     }
                 }
                 Some(RoomCommand::Close { reason }) => {
@@ -165,7 +196,7 @@ impl RoomActor {
                     }
                 }
             }
-            if self.carry_out(&mut signals, &mut locals) {
+            if self.carry_out(&mut signals, &mut locals, &mut rpc_calls) {
                 closing = true;
             }
             if closing {
@@ -188,6 +219,7 @@ impl RoomActor {
         &mut self,
         signals: &mut HashMap<Key, mpsc::Sender<proto::signal_response::Message>>,
         locals: &mut HashMap<Key, Local>,
+        rpc_calls: &mut RpcCalls,
     ) -> bool {
         let mut too_slow = Vec::new();
         let mut expired = false;
@@ -210,18 +242,33 @@ impl RoomActor {
                         signals.remove(&to);
                     }
                     CoreOutput::Local { to, output } => {
-                        if let Some(local) = locals.get(&to) {
-                            let disconnected =
-                                matches!(output, LocalOutput::Event(crate::model::RoomEvent::Disconnected { .. }));
-                            if let Err(mpsc::error::TrySendError::Full(output)) = local.outputs.try_send(output) {
-                                if matches!(output, LocalOutput::Event(crate::model::RoomEvent::AudioFrame(_))) {
-                                    local.counters.audio_dropped.fetch_add(1, Ordering::Relaxed);
+                        let Some(local) = locals.get(&to) else { continue };
+                        match output {
+                            LocalOutput::Rpc { from_identity, packet } => {
+                                if let proto::data_packet::Value::RpcRequest(request) = packet {
+                                    self.answer_rpc_request(to, local, from_identity, request);
                                 } else {
-                                    tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                                    rpc_calls.handle_packet(to, &from_identity, packet);
                                 }
                             }
-                            if disconnected {
-                                locals.remove(&to);
+                            LocalOutput::Event(event) => {
+                                if let RoomEvent::ParticipantLeft { identity, .. } = &event {
+                                    rpc_calls.recipient_left(identity);
+                                }
+                                let disconnected = matches!(event, RoomEvent::Disconnected { .. });
+                                if let Err(mpsc::error::TrySendError::Full(event)) = local.events.try_send(event) {
+                                    if matches!(event, RoomEvent::AudioFrame(_)) {
+                                        // Audio is not worth blocking the room for: a reader
+                                        // that falls behind loses frames (counted).
+                                        local.shared.audio_dropped.fetch_add(1, Ordering::Relaxed);
+                                    } else {
+                                        tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                                    }
+                                }
+                                if disconnected {
+                                    locals.remove(&to);
+                                    rpc_calls.caller_left(to);
+                                }
                             }
                         }
                     }
@@ -249,8 +296,37 @@ impl RoomActor {
                 self.core.signal_closed(now, key, LeaveReason::SignalClosed);
             }
         }
-        locals.retain(|_, local| !local.outputs.is_closed());
+        locals.retain(|_, local| !local.events.is_closed());
         expired
+    }
+
+    /// A request for in-process participant `to`: acknowledged at once, then handed over as an
+    /// event, or answered with LiveKit's error when the participant cannot take it.
+    fn answer_rpc_request(&mut self, to: Key, local: &Local, from_identity: String, request: proto::RpcRequest) {
+        let now = Instant::now();
+        let ack = crate::rpc::ack(request.id.clone());
+        // A refusal (the caller left, its budget ran out) leaves the caller to its timeout.
+        let _ =
+            self.core.handle_local(now, to, LocalCommand::SendRpc { destination: from_identity.clone(), value: ack });
+        let refused =
+            match crate::rpc::admit_request(request, from_identity.clone(), |method| local.shared.answers(method)) {
+                Ok(invocation) => {
+                    let request_id = invocation.request_id.clone();
+                    match local.events.try_send(RoomEvent::RpcRequest(invocation)) {
+                        Ok(()) => None,
+                        Err(_) => Some((
+                            request_id,
+                            RpcError::new(rpc_codes::APPLICATION_ERROR, "the participant is busy; retry"),
+                        )),
+                    }
+                }
+                Err(refusal) => Some(refusal),
+            };
+        if let Some((request_id, error)) = refused {
+            let value = crate::rpc::response(request_id, Err(error));
+            // As for the acknowledgement.
+            let _ = self.core.handle_local(now, to, LocalCommand::SendRpc { destination: from_identity, value });
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 //!
 //! Layering: [`core`] is the sans-IO room state machine (participants, peer connections, tracks,
 //! data routing); `actor` runs one core per room on a task; `udp` demultiplexes datagrams to
-//! rooms; `signal` is the HTTP/WebSocket edge; `local` is the in-process participant.
+//! rooms; `signal` is the HTTP/WebSocket edge; `local` is the in-process participant, whose RPC
+//! bookkeeping the room's actor keeps (`rpc`).
 
 mod actor;
 pub mod client;
@@ -17,6 +18,7 @@ pub mod core;
 mod ids;
 mod local;
 pub mod model;
+mod rpc;
 mod rtc;
 mod server;
 mod signal;

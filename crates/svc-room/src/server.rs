@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use crate::actor::{LOCAL_QUEUE, LocalPost, POST_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
 use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore};
 use crate::ids::Ids;
-use crate::local::{LocalCounters, LocalParticipant};
+use crate::local::{LocalParticipant, LocalShared};
 use crate::model::{LeaveReason, ParticipantKind};
 use crate::signal::RoomLink;
 use crate::token::RoomCredentials;
@@ -282,17 +282,17 @@ impl RoomServer {
             auto_subscribe: true,
             client_protocol: 0,
         };
-        let (outputs, receiver) = mpsc::channel(LOCAL_QUEUE);
-        let counters = Arc::new(LocalCounters::default());
+        let (events, receiver) = mpsc::channel(LOCAL_QUEUE);
+        let shared = Arc::new(LocalShared::default());
         let (sender, posts, key) = self
             .join(room, |reply| RoomCommand::JoinLocal {
                 request: request.clone(),
-                outputs: outputs.clone(),
-                counters: counters.clone(),
+                events: events.clone(),
+                shared: shared.clone(),
                 reply,
             })
             .await?;
-        Ok(LocalParticipant::start(room.to_owned(), options.identity, key, sender, posts, receiver, counters))
+        Ok(LocalParticipant::new(room.to_owned(), options.identity, key, (sender, posts), receiver, shared))
     }
 
     /// Closes a room: every participant gets a leave with `reason`. Returns whether it existed.

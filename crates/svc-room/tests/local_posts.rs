@@ -1,10 +1,14 @@
-//! The in-process participant's posts (commands nobody waits for): in-process participants in
-//! one room of a real `RoomServer`. Every wait is bounded.
+//! The in-process participant's posts (commands nobody waits for) and its RPC, which the room's
+//! actor keeps without a task per participant or per call: two in-process participants in one
+//! room of a real `RoomServer`. Every wait is bounded.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use svc_room::{LocalJoinOptions, LocalParticipant, OutboundMedia, ParticipantKind, RoomEvent, RoomServer};
+use svc_room::{
+    LocalError, LocalJoinOptions, LocalParticipant, OutboundMedia, ParticipantKind, RoomEvent, RoomServer, RpcError,
+    rpc_codes,
+};
 
 mod support;
 
@@ -35,6 +39,112 @@ async fn next_matching<T>(participant: &mut LocalParticipant, mut pick: impl FnM
             Err(_) => panic!("{} waited {WAIT:?} in vain", participant.identity()),
         }
     }
+}
+
+#[tokio::test]
+async fn rpc_between_in_process_participants_is_answered_through_events() {
+    let started = support::start_room("devkey", "secret_secret_secret_secret_secret_", Duration::from_secs(2)).await;
+    let mut callee = join(&started.room, "callee").await;
+    callee.register_rpc_method("echo");
+    let caller = join(&started.room, "caller").await;
+    next_matching(&mut callee, |event| {
+        matches!(event, RoomEvent::ParticipantJoined(p) if p.identity == "caller").then_some(())
+    })
+    .await;
+
+    let call = caller.perform_rpc("callee", "echo", "hello", Duration::from_secs(5));
+    let answer = async {
+        let invocation = next_matching(&mut callee, |event| match event {
+            RoomEvent::RpcRequest(invocation) => Some(invocation),
+            _ => None,
+        })
+        .await;
+        assert_eq!((invocation.caller_identity.as_str(), invocation.method.as_str()), ("caller", "echo"));
+        assert!(invocation.response_timeout >= Duration::from_secs(1));
+        callee
+            .respond_rpc(
+                &invocation.caller_identity,
+                &invocation.request_id,
+                Ok(format!("echo:{}", invocation.payload)),
+            )
+            .expect("answer posted");
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    assert_eq!(result.expect("answered"), "echo:hello");
+
+    // The room refuses what the callee did not register, and calls to nobody, at once.
+    let missing = caller.perform_rpc("callee", "nope", "?", Duration::from_secs(5)).await;
+    assert!(matches!(missing, Err(RpcError { code: rpc_codes::UNSUPPORTED_METHOD, .. })), "{missing:?}");
+    let nobody = caller.perform_rpc("ghost", "echo", "?", Duration::from_secs(5)).await;
+    assert!(matches!(nobody, Err(RpcError { code: rpc_codes::RECIPIENT_NOT_FOUND, .. })), "{nobody:?}");
+
+    // An application error travels back as one.
+    let call = caller.perform_rpc("callee", "echo", "fail", Duration::from_secs(5));
+    let answer = async {
+        let invocation = next_matching(&mut callee, |event| match event {
+            RoomEvent::RpcRequest(invocation) => Some(invocation),
+            _ => None,
+        })
+        .await;
+        let refusal = RpcError::new(rpc_codes::APPLICATION_ERROR, "no");
+        callee.respond_rpc(&invocation.caller_identity, &invocation.request_id, Err(refusal)).expect("posted");
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    assert!(matches!(result, Err(RpcError { code: rpc_codes::APPLICATION_ERROR, ref message, .. }) if message == "no"));
+
+    // A callee that leaves fails the call in flight rather than at its timeout.
+    let started_at = Instant::now();
+    let call = caller.perform_rpc("callee", "echo", "bye", Duration::from_secs(8));
+    let leave = async {
+        next_matching(&mut callee, |event| matches!(event, RoomEvent::RpcRequest(_)).then_some(())).await;
+        callee.leave().await.expect("leaves");
+    };
+    let (result, ()) = tokio::join!(call, leave);
+    assert!(matches!(result, Err(RpcError { code: rpc_codes::RECIPIENT_DISCONNECTED, .. })), "{result:?}");
+    assert!(started_at.elapsed() < Duration::from_secs(5), "the leave ended the call");
+}
+
+#[tokio::test]
+async fn posts_arrive_in_order_and_their_failures_come_back_as_events() {
+    let started = support::start_room("devkey", "secret_secret_secret_secret_secret_", Duration::from_secs(2)).await;
+    let mut sender = join(&started.room, "sender").await;
+    let mut receiver = join(&started.room, "receiver").await;
+    next_matching(&mut sender, |event| {
+        matches!(event, RoomEvent::ParticipantJoined(p) if p.identity == "receiver").then_some(())
+    })
+    .await;
+
+    for n in 0..20 {
+        sender.try_send_data(format!("{n}").into_bytes(), Some("t"), true, &[]).expect("posted");
+    }
+    sender.try_set_attributes([("k".to_owned(), "v".to_owned())].into()).expect("posted");
+    let mut seen = Vec::new();
+    while seen.len() < 20 {
+        let payload = next_matching(&mut receiver, |event| match event {
+            RoomEvent::Data(message) => Some(message.payload),
+            _ => None,
+        })
+        .await;
+        seen.push(String::from_utf8(payload.to_vec()).expect("utf-8"));
+    }
+    assert_eq!(seen, (0..20).map(|n| n.to_string()).collect::<Vec<_>>(), "in the order posted");
+    next_matching(&mut receiver, |event| match event {
+        RoomEvent::ParticipantUpdated { participant, .. } if participant.identity == "sender" => {
+            (participant.attributes.get("k").map(String::as_str) == Some("v")).then_some(())
+        }
+        _ => None,
+    })
+    .await;
+
+    // The room refuses a packet over its limit; the poster hears why.
+    sender.try_send_data(vec![0u8; 70_000], Some("t"), true, &[]).expect("posted");
+    let (command, error) = next_matching(&mut sender, |event| match event {
+        RoomEvent::CommandFailed { command, error } => Some((command, error)),
+        _ => None,
+    })
+    .await;
+    assert_eq!(command, "send_data");
+    assert!(matches!(error, LocalError::PacketTooLarge(70_000)), "{error:?}");
 }
 
 #[tokio::test]

@@ -267,16 +267,9 @@ impl<R: AgentRoom> SessionActor<R> {
     async fn carry_outputs(&mut self, bound: &mut Option<String>, decoding: &mut Option<Decoding>) -> Option<Finish> {
         while let Some(output) = self.core.poll_output() {
             match output {
-                Output::Data { json, to } => {
-                    if let Err(error) = self.room.send_data(json, to).await {
-                        tracing::debug!(session.id = %self.core.session_id(), %error, "data not sent");
-                    }
-                }
-                Output::Attributes(attributes) => {
-                    if let Err(error) = self.room.set_attributes(attributes).await {
-                        tracing::debug!(session.id = %self.core.session_id(), %error, "attributes not set");
-                    }
-                }
+                // Handed over without waiting; failures come back from `next_event`.
+                Output::Data { json, to } => self.room.send_data(json, to),
+                Output::Attributes(attributes) => self.room.set_attributes(attributes),
                 Output::Provider(input) => self.send_to_provider(input).await,
                 Output::Audio { opus, due, silence } => {
                     if !silence && let Some(recording) = self.recording.as_mut() {
@@ -378,8 +371,10 @@ impl<R: AgentRoom> SessionActor<R> {
             AgentRoomEvent::ToolResult(call) => {
                 let answer =
                     self.core.handle_tool_result(now, &call.caller, &call.payload).map_err(|r| r.message().to_owned());
-                // The caller gave up waiting; nothing to tell it.
-                let _ = call.reply.send(answer);
+                self.room.answer_tool_result(&call, answer);
+            }
+            AgentRoomEvent::CommandFailed { command, error } => {
+                tracing::debug!(session.id = %self.core.session_id(), command, %error, "room command failed");
             }
             AgentRoomEvent::Gone => self.core.handle_room_closed(now),
         }
@@ -397,11 +392,7 @@ impl<R: AgentRoom> SessionActor<R> {
                 while let Some(output) = self.core.poll_output() {
                     match output {
                         Output::Persist(record) => self.persister.push(record, self.now_us(now)),
-                        Output::Data { json, to } if room_open => {
-                            if let Err(error) = self.room.send_data(json, to).await {
-                                tracing::debug!(session.id = %self.core.session_id(), %error, "data not sent");
-                            }
-                        }
+                        Output::Data { json, to } if room_open => self.room.send_data(json, to),
                         _ => {}
                     }
                 }

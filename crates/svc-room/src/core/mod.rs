@@ -443,6 +443,11 @@ impl RoomCore {
         self.participants.is_empty()
     }
 
+    /// Whether someone with `identity` is in the room.
+    pub(crate) fn has_identity(&self, identity: &str) -> bool {
+        self.by_identity.contains_key(identity)
+    }
+
     /// The next thing for the actor to do.
     pub(crate) fn poll_output(&mut self) -> Option<CoreOutput> {
         self.outputs.pop_front()
