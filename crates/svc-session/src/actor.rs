@@ -154,10 +154,13 @@ impl<R: AgentRoom> std::fmt::Debug for SessionActor<R> {
     }
 }
 
+/// The bound participant's track being decoded.
 struct Decoding {
-    identity: String,
-    track: String,
+    identity: Arc<str>,
+    track: Arc<str>,
     decoder: TrackDecoder,
+    /// Each frame's PCM at the decode rate; reused, so decoding allocates nothing per frame.
+    decoded: Vec<i16>,
 }
 
 impl<R: AgentRoom> SessionActor<R> {
@@ -337,7 +340,7 @@ impl<R: AgentRoom> SessionActor<R> {
             ),
             AgentRoomEvent::PeerLeft { identity, deliberate } => self.core.handle_peer_left(now, &identity, deliberate),
             AgentRoomEvent::Audio(frame) => {
-                if bound != Some(frame.identity.as_str()) {
+                if bound != Some(&*frame.identity) {
                     return;
                 }
                 let fresh = decoding.as_ref().is_none_or(|d| d.track != frame.track || d.identity != frame.identity);
@@ -347,16 +350,21 @@ impl<R: AgentRoom> SessionActor<R> {
                     else {
                         return;
                     };
-                    *decoding =
-                        Some(Decoding { identity: frame.identity.clone(), track: frame.track.clone(), decoder });
+                    *decoding = Some(Decoding {
+                        identity: frame.identity.clone(),
+                        track: frame.track.clone(),
+                        decoder,
+                        decoded: Vec::with_capacity(svc_audio::FRAME_SAMPLES),
+                    });
                 }
                 let Some(decoding) = decoding.as_mut() else { return };
-                let mut decoded = Vec::new();
-                if decoding.decoder.push(frame.rtp_timestamp, &frame.opus, &mut decoded).is_err() || decoded.is_empty()
-                {
+                decoding.decoded.clear();
+                let pushed = decoding.decoder.push(frame.rtp_timestamp, &frame.opus, &mut decoding.decoded);
+                if pushed.is_err() || decoding.decoded.is_empty() {
                     return;
                 }
-                let pcm = self.input.process(decoded);
+                // The one allocation per frame: the PCM the provider's channel takes ownership of.
+                let pcm = self.input.process(&decoding.decoded);
                 if let Some(recording) = self.recording.as_mut() {
                     recording.aligner.push(USER, now, &pcm);
                 }

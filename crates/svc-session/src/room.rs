@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -40,13 +41,15 @@ pub struct PeerSnapshot {
     pub publishes_audio: bool,
 }
 
-/// One Opus frame of a participant's microphone.
+/// One Opus frame of a participant's microphone, as the room delivered it: the identity and
+/// track id are the room's shared strings and the payload its buffer, so a frame costs no
+/// allocation on its way to the session.
 #[derive(Debug, Clone)]
 pub struct PeerAudio {
     /// Publisher.
-    pub identity: String,
+    pub identity: Arc<str>,
     /// Track id (a new track means a new stream to decode).
-    pub track: String,
+    pub track: Arc<str>,
     /// RTP timestamp on the 48 kHz clock, extended to 64 bits.
     pub rtp_timestamp: u64,
     /// When it was read from the socket.
@@ -215,8 +218,8 @@ impl AgentRoom for EmbeddedRoom {
                 }
                 RoomEvent::AudioFrame(frame) => {
                     return AgentRoomEvent::Audio(PeerAudio {
-                        identity: frame.participant_identity.to_string(),
-                        track: frame.track_sid.to_string(),
+                        identity: frame.participant_identity,
+                        track: frame.track_sid,
                         rtp_timestamp: frame.rtp_timestamp,
                         received_at: frame.received_at,
                         opus: frame.opus,
