@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use svc_audio::opus::OpusDecoder;
 use svc_audio::{TrackDecoder, TrackDecoderConfig};
 use svc_provider::api::{ProviderEvent, ProviderInput};
 use svc_provider::driver::ProviderSession;
@@ -69,8 +68,33 @@ pub struct Recording {
     pub aligner: StereoAligner,
     /// Where it goes.
     pub file: RecordingFile,
-    /// Decodes the agent's released frames at the recording's rate.
-    pub agent_decoder: OpusDecoder,
+    /// Brings the agent's PCM (the provider's output rate) to the recording's rate when they
+    /// differ: made for the first rate seen, remade if it changes.
+    pub agent_resampler: Option<(u32, svc_provider::resample::Resampler)>,
+}
+
+impl Recording {
+    /// Adds the agent's PCM at `rate_hz`, just played at `now`.
+    fn push_agent(&mut self, now: Instant, pcm: &[i16], rate_hz: u32) {
+        let rate = self.aligner.rate_hz();
+        if rate_hz == rate {
+            self.aligner.push(AGENT, now, pcm);
+            return;
+        }
+        if self.agent_resampler.as_ref().is_none_or(|(from, _)| *from != rate_hz) {
+            match svc_provider::resample::Resampler::new(rate_hz, rate) {
+                Ok(resampler) => self.agent_resampler = Some((rate_hz, resampler)),
+                Err(error) => {
+                    tracing::debug!(%error, rate_hz, "the agent's audio cannot be recorded at this rate");
+                    return;
+                }
+            }
+        }
+        let Some((_, resampler)) = self.agent_resampler.as_mut() else { return };
+        let mut resampled = Vec::with_capacity(pcm.len() * rate as usize / rate_hz as usize + 1);
+        resampler.process(pcm, &mut resampled);
+        self.aligner.push(AGENT, now, &resampled);
+    }
 }
 
 /// Everything one session runs with.
@@ -274,12 +298,13 @@ impl<R: AgentRoom> SessionActor<R> {
                 Output::Data { json, to } => self.room.send_data(json, to),
                 Output::Attributes(attributes) => self.room.set_attributes(attributes),
                 Output::Provider(input) => self.send_to_provider(input).await,
-                Output::Audio { opus, due, silence } => {
-                    if !silence && let Some(recording) = self.recording.as_mut() {
-                        let mut pcm = Vec::new();
-                        if recording.agent_decoder.decode(&opus, &mut pcm).is_ok() {
-                            recording.aligner.push(AGENT, Instant::now(), &pcm);
-                        }
+                Output::Audio { opus, due, silence, pcm } => {
+                    // The PCM the frame was encoded from: the recording decodes nothing.
+                    if !silence
+                        && let Some(recording) = self.recording.as_mut()
+                        && let Some((pcm, rate_hz)) = pcm
+                    {
+                        recording.push_agent(Instant::now(), &pcm, rate_hz);
                     }
                     self.flush_recording(Instant::now());
                     // The room's sink counts what it drops and what leaves late.
