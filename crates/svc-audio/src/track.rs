@@ -6,6 +6,12 @@
 //! the RTP clock anyway: a hole in the timestamps is filled with recovered (FEC) or concealed
 //! audio of the same length, a packet whose time has already been written is dropped, and a jump
 //! too large to be a loss starts a new talkspurt instead of a flood of silence.
+//!
+//! A sender with DTX off (a browser, a str0m client) keeps sending the same tiny packet while its
+//! microphone is silent. Once such a packet has decoded to exact digital silence, the same bytes
+//! again in order are answered with zeros without calling libopus: the decoder's state after a
+//! frame of silence decoded from silence is the state it already has, so what follows decodes
+//! as it would have (concealment of a later loss included).
 
 use std::time::Duration;
 
@@ -86,6 +92,34 @@ pub struct TrackStats {
     pub resyncs: u64,
     /// Packets refused as malformed.
     pub invalid_packets: u64,
+    /// Packets answered with silence without decoding: byte-identical repeats of a tiny packet
+    /// that had decoded to digital silence (counted in `packets_decoded` too).
+    pub silent_repeats: u64,
+}
+
+/// The largest packet taken for a silent frame (a 20 ms Opus frame of silence is 1 to 3 bytes;
+/// a frame with any sound in it is far larger).
+const MAX_SILENT_PACKET_BYTES: usize = 8;
+
+/// How many times in a row a tiny packet must decode to digital silence before its repeats are
+/// skipped: by then the decoder's memory of the sound before (energies, filter tails, which
+/// decay below one LSB before they reach zero) has settled on silence.
+const SILENT_DECODES_BEFORE_SKIPPING: u32 = 3;
+
+/// The last packet, if it was tiny and decoded to digital silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SilentPacket {
+    bytes: [u8; MAX_SILENT_PACKET_BYTES],
+    len: usize,
+    samples: usize,
+    /// Times in a row it was decoded (not skipped) to silence.
+    decoded_silent: u32,
+}
+
+impl SilentPacket {
+    fn matches(&self, packet: &[u8]) -> bool {
+        self.bytes.get(..self.len) == Some(packet)
+    }
 }
 
 /// Sans-IO decoder for one received Opus RTP stream (no jitter buffer: packets are decoded as
@@ -106,6 +140,8 @@ pub struct TrackDecoder {
     /// Timestamp where the next packet should start (the end of the audio written so far);
     /// `None` before the first packet.
     expected: Option<u64>,
+    /// The previous packet, when it was a tiny one that decoded to silence.
+    silent: Option<SilentPacket>,
     stats: TrackStats,
 }
 
@@ -143,6 +179,7 @@ impl TrackDecoder {
             max_gap_samples: samples_in(config.max_gap_fill).min(MAX_CONCEAL_SAMPLES) as u64,
             max_reorder_samples: samples_in(config.max_reorder) as u64,
             expected: None,
+            silent: None,
             stats: TrackStats::default(),
         })
     }
@@ -162,6 +199,7 @@ impl TrackDecoder {
             return Err(error);
         }
         let Some(expected) = self.expected else {
+            self.silent = None;
             let decoded = self.decode(packet, out)?;
             self.advance(rtp_timestamp, decoded);
             return Ok(PushOutcome::Decoded { filled: 0, decoded });
@@ -176,6 +214,7 @@ impl TrackDecoder {
             rtp_timestamp - expected > self.max_gap_samples
         };
         if jumped {
+            self.silent = None;
             // Concealing across the jump would make up audio that never existed; continuing the
             // old decoder state would smear the old talkspurt's tail into the new one.
             self.decoder.reset()?;
@@ -187,6 +226,14 @@ impl TrackDecoder {
         // At most `max_gap_samples`, which is at most MAX_CONCEAL_SAMPLES; in output samples, at
         // most one second at the decoder's rate.
         let gap = ((rtp_timestamp - expected) / self.ticks_per_sample) as usize;
+        let repeat = self.silent.filter(|silent| gap == 0 && silent.matches(packet));
+        if let Some(silent) = repeat.filter(|silent| silent.decoded_silent >= SILENT_DECODES_BEFORE_SKIPPING) {
+            out.resize(out.len() + silent.samples, 0);
+            self.stats.silent_repeats += 1;
+            self.advance(rtp_timestamp, silent.samples);
+            return Ok(PushOutcome::Decoded { filled: 0, decoded: silent.samples });
+        }
+        self.silent = None;
         let start = out.len();
         let filled = if gap > 0 { self.decoder.decode_fec(packet, gap, out)? } else { 0 };
         let decoded = match self.decode(packet, out) {
@@ -198,6 +245,14 @@ impl TrackDecoder {
         };
         self.stats.concealed_samples += filled as u64;
         self.advance(rtp_timestamp, decoded);
+        // Only a tiny packet decoded in order to exact silence, several times in a row, is
+        // skipped when it repeats (see `SILENT_DECODES_BEFORE_SKIPPING`).
+        if gap == 0 && packet.len() <= MAX_SILENT_PACKET_BYTES && out[start..].iter().all(|sample| *sample == 0) {
+            let mut bytes = [0; MAX_SILENT_PACKET_BYTES];
+            bytes[..packet.len()].copy_from_slice(packet);
+            let decoded_silent = repeat.map_or(1, |silent| silent.decoded_silent + 1);
+            self.silent = Some(SilentPacket { bytes, len: packet.len(), samples: decoded, decoded_silent });
+        }
         Ok(PushOutcome::Decoded { filled, decoded })
     }
 

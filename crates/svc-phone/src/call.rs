@@ -337,7 +337,10 @@ impl Call {
             RoomEvent::ParticipantJoined(_)
             | RoomEvent::ParticipantUpdated { .. }
             | RoomEvent::TrackPublished { .. }
-            | RoomEvent::Data(_) => {}
+            | RoomEvent::Data(_)
+            // The phone registers no RPC method and posts nothing.
+            | RoomEvent::RpcRequest(_)
+            | RoomEvent::CommandFailed { .. } => {}
         }
     }
 

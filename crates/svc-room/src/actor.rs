@@ -1,7 +1,9 @@
 //! The room actor: one task per room owns its [`RoomCore`] and carries out its outputs (signal
 //! messages, datagrams, in-process events). Everything that touches a room goes through its
-//! bounded command channel; the task ends when the room closes or the core says it expired
-//! (empty for too long).
+//! bounded command channel, or, for in-process participants' posts, its bounded post channel;
+//! the task ends when the room closes or the core says it expired (empty for too long). It
+//! also keeps the in-process participants' RPC bookkeeping (`crate::rpc`), so no task runs
+//! beside it per participant or per call.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,8 +16,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::{CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole, RoomCore};
-use crate::local::LocalCounters;
-use crate::model::LeaveReason;
+use crate::local::{LocalShared, RpcError, rpc_codes};
+use crate::model::{LeaveReason, RoomEvent};
+use crate::rpc::{RpcCall, RpcCalls};
 use crate::udp::{RoomId, UdpMux};
 
 /// Commands a room accepts.
@@ -27,8 +30,8 @@ pub(crate) enum RoomCommand {
     },
     JoinLocal {
         request: JoinRequest,
-        outputs: mpsc::Sender<LocalOutput>,
-        counters: Arc<LocalCounters>,
+        events: mpsc::Sender<RoomEvent>,
+        shared: Arc<LocalShared>,
         reply: oneshot::Sender<Key>,
     },
     Signal {
@@ -55,6 +58,20 @@ pub(crate) enum RoomCommand {
     Close {
         reason: LeaveReason,
     },
+    /// An in-process participant calls another participant's RPC method.
+    PerformRpc(RpcCall),
+    /// A fire-and-forget command of an in-process participant (read from the posts queue).
+    Post(LocalPost),
+}
+
+/// A fire-and-forget command of an in-process participant: nobody waits for a reply. Posts have
+/// a queue of their own, apart from the datagrams that fill the command queue when the room is
+/// busy, and the actor takes them first, so a participant's frames and messages neither wait
+/// behind a burst of datagrams nor make their sender wait.
+#[derive(Debug)]
+pub(crate) struct LocalPost {
+    pub(crate) key: Key,
+    pub(crate) command: LocalCommand,
 }
 
 /// Capacity of a room's command channel. Datagrams beyond it are dropped (like a congested
@@ -64,12 +81,15 @@ pub(crate) const ROOM_QUEUE: usize = 1024;
 pub(crate) const SIGNAL_QUEUE: usize = 256;
 /// Events queued for one in-process participant; audio beyond it is dropped.
 pub(crate) const LOCAL_QUEUE: usize = 2048;
+/// Posts (frames, messages, attribute changes) queued from the room's in-process participants:
+/// five seconds of one agent's frames. A post beyond it is refused at once, never waited for.
+pub(crate) const POST_QUEUE: usize = 256;
 
-/// An in-process participant as its room sees it: where its events go, and where what could
-/// not go is counted.
+/// An in-process participant as its room sees it: its one event channel, and what it shares
+/// with the room (where what could not go is counted, the RPC methods it answers).
 pub(crate) struct Local {
-    outputs: mpsc::Sender<LocalOutput>,
-    counters: Arc<LocalCounters>,
+    events: mpsc::Sender<RoomEvent>,
+    shared: Arc<LocalShared>,
 }
 
 pub(crate) struct RoomActor {
@@ -78,6 +98,8 @@ pub(crate) struct RoomActor {
     pub(crate) core: RoomCore,
     pub(crate) commands: mpsc::Receiver<RoomCommand>,
     pub(crate) sender: mpsc::Sender<RoomCommand>,
+    /// In-process participants' posts; the room keeps a sender, so this never ends.
+    pub(crate) posts: mpsc::Receiver<LocalPost>,
     pub(crate) mux: Arc<UdpMux>,
     /// Datagrams this room's queue refused (counted by the demultiplexer).
     pub(crate) datagrams_dropped: Arc<AtomicU64>,
@@ -90,11 +112,15 @@ impl RoomActor {
     pub(crate) async fn run(mut self) {
         let mut signals: HashMap<Key, mpsc::Sender<proto::signal_response::Message>> = HashMap::new();
         let mut locals: HashMap<Key, Local> = HashMap::new();
+        let mut rpc_calls = RpcCalls::default();
         loop {
             let deadline = self.core.poll_timeout();
             let command = tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => Some(RoomCommand::Close { reason: LeaveReason::ServerShutdown }),
+                // Before commands: what a participant posted before asking the room to close
+                // (its last words) goes out before the close.
+                post = self.posts.recv() => post.map(RoomCommand::Post),
                 command = self.commands.recv() => command,
                 () = sleep_until(deadline) => None,
             };
@@ -111,11 +137,11 @@ impl RoomActor {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
                 }
-                Some(RoomCommand::JoinLocal { request, outputs, counters, reply }) => {
+                Some(RoomCommand::JoinLocal { request, events, shared, reply }) => {
                     let key = self.core.next_key_hint();
                     // A participant joins one room once: the cell is empty.
-                    let _ = counters.room_queue.set(self.datagrams_dropped.clone());
-                    locals.insert(key, Local { outputs, counters });
+                    let _ = shared.room_queue.set(self.datagrams_dropped.clone());
+                    locals.insert(key, Local { events, shared });
                     let joined = self.core.join_local(now, unix_ms(), request);
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(joined);
@@ -129,6 +155,37 @@ impl RoomActor {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(self.core.handle_local(now, key, command));
                 }
+                Some(RoomCommand::Post(LocalPost { key, command })) => {
+                    let name = command.name();
+                    // A frame's failure is counted on its track; a frame an event each would
+                    // flood the queue that reports it.
+                    let frame = matches!(command, LocalCommand::PushOpus { .. });
+                    if let LocalReply::Failed(error) = self.core.handle_local(now, key, command) {
+                        tracing::debug!(room = %self.name, command = name, %error, "in-process post failed");
+                        if !frame && let Some(local) = locals.get(&key) {
+                            let failed = RoomEvent::CommandFailed { command: name, error };
+                            if local.events.try_send(failed).is_err() {
+                                tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                            }
+                        }
+                    }
+                }
+                Some(RoomCommand::PerformRpc(call)) => {
+                    if self.core.has_identity(&call.destination) {
+                        let request_id = call.request.id.clone();
+                        let (caller, destination, value) = rpc_calls.start(call);
+                        let sent = self.core.handle_local(now, caller, LocalCommand::SendRpc { destination, value });
+                        if let LocalReply::Failed(_) = sent {
+                            rpc_calls
+                                .fail(&request_id, RpcError::new(rpc_codes::SEND_FAILED, "failed to send the request"));
+                        }
+                    } else {
+                        // The caller gave up waiting; nothing to tell it.
+                        let _ = call
+                            .response
+                            .send(Err(RpcError::new(rpc_codes::RECIPIENT_NOT_FOUND, "recipient not found")));
+                    }
+                }
                 Some(RoomCommand::Close { reason }) => {
                     self.core.close(now, reason);
                     closing = true;
@@ -139,7 +196,7 @@ impl RoomActor {
                     }
                 }
             }
-            if self.carry_out(&mut signals, &mut locals) {
+            if self.carry_out(&mut signals, &mut locals, &mut rpc_calls) {
                 closing = true;
             }
             if closing {
@@ -147,6 +204,7 @@ impl RoomActor {
             }
         }
         self.commands.close();
+        self.posts.close();
         // Anyone still waiting on the room learns it is gone.
         while let Ok(command) = self.commands.try_recv() {
             drop(command);
@@ -161,6 +219,7 @@ impl RoomActor {
         &mut self,
         signals: &mut HashMap<Key, mpsc::Sender<proto::signal_response::Message>>,
         locals: &mut HashMap<Key, Local>,
+        rpc_calls: &mut RpcCalls,
     ) -> bool {
         let mut too_slow = Vec::new();
         let mut expired = false;
@@ -183,18 +242,33 @@ impl RoomActor {
                         signals.remove(&to);
                     }
                     CoreOutput::Local { to, output } => {
-                        if let Some(local) = locals.get(&to) {
-                            let disconnected =
-                                matches!(output, LocalOutput::Event(crate::model::RoomEvent::Disconnected { .. }));
-                            if let Err(mpsc::error::TrySendError::Full(output)) = local.outputs.try_send(output) {
-                                if matches!(output, LocalOutput::Event(crate::model::RoomEvent::AudioFrame(_))) {
-                                    local.counters.audio_dropped.fetch_add(1, Ordering::Relaxed);
+                        let Some(local) = locals.get(&to) else { continue };
+                        match output {
+                            LocalOutput::Rpc { from_identity, packet } => {
+                                if let proto::data_packet::Value::RpcRequest(request) = packet {
+                                    self.answer_rpc_request(to, local, from_identity, request);
                                 } else {
-                                    tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                                    rpc_calls.handle_packet(to, &from_identity, packet);
                                 }
                             }
-                            if disconnected {
-                                locals.remove(&to);
+                            LocalOutput::Event(event) => {
+                                if let RoomEvent::ParticipantLeft { identity, .. } = &event {
+                                    rpc_calls.recipient_left(identity);
+                                }
+                                let disconnected = matches!(event, RoomEvent::Disconnected { .. });
+                                if let Err(mpsc::error::TrySendError::Full(event)) = local.events.try_send(event) {
+                                    if matches!(event, RoomEvent::AudioFrame(_)) {
+                                        // Audio is not worth blocking the room for: a reader
+                                        // that falls behind loses frames (counted).
+                                        local.shared.audio_dropped.fetch_add(1, Ordering::Relaxed);
+                                    } else {
+                                        tracing::warn!(room = %self.name, "in-process participant is not reading events");
+                                    }
+                                }
+                                if disconnected {
+                                    locals.remove(&to);
+                                    rpc_calls.caller_left(to);
+                                }
                             }
                         }
                     }
@@ -222,8 +296,37 @@ impl RoomActor {
                 self.core.signal_closed(now, key, LeaveReason::SignalClosed);
             }
         }
-        locals.retain(|_, local| !local.outputs.is_closed());
+        locals.retain(|_, local| !local.events.is_closed());
         expired
+    }
+
+    /// A request for in-process participant `to`: acknowledged at once, then handed over as an
+    /// event, or answered with LiveKit's error when the participant cannot take it.
+    fn answer_rpc_request(&mut self, to: Key, local: &Local, from_identity: String, request: proto::RpcRequest) {
+        let now = Instant::now();
+        let ack = crate::rpc::ack(request.id.clone());
+        // A refusal (the caller left, its budget ran out) leaves the caller to its timeout.
+        let _ =
+            self.core.handle_local(now, to, LocalCommand::SendRpc { destination: from_identity.clone(), value: ack });
+        let refused =
+            match crate::rpc::admit_request(request, from_identity.clone(), |method| local.shared.answers(method)) {
+                Ok(invocation) => {
+                    let request_id = invocation.request_id.clone();
+                    match local.events.try_send(RoomEvent::RpcRequest(invocation)) {
+                        Ok(()) => None,
+                        Err(_) => Some((
+                            request_id,
+                            RpcError::new(rpc_codes::APPLICATION_ERROR, "the participant is busy; retry"),
+                        )),
+                    }
+                }
+                Err(refusal) => Some(refusal),
+            };
+        if let Some((request_id, error)) = refused {
+            let value = crate::rpc::response(request_id, Err(error));
+            // As for the acknowledgement.
+            let _ = self.core.handle_local(now, to, LocalCommand::SendRpc { destination: from_identity, value });
+        }
     }
 }
 

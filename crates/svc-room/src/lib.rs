@@ -9,7 +9,8 @@
 //!
 //! Layering: [`core`] is the sans-IO room state machine (participants, peer connections, tracks,
 //! data routing); `actor` runs one core per room on a task; `udp` demultiplexes datagrams to
-//! rooms; `signal` is the HTTP/WebSocket edge; `local` is the in-process participant.
+//! rooms; `signal` is the HTTP/WebSocket edge; `local` is the in-process participant, whose RPC
+//! bookkeeping the room's actor keeps (`rpc`).
 
 mod actor;
 pub mod client;
@@ -17,6 +18,7 @@ pub mod core;
 mod ids;
 mod local;
 pub mod model;
+mod rpc;
 mod rtc;
 mod server;
 mod signal;
@@ -25,10 +27,10 @@ mod sim;
 pub mod token;
 mod udp;
 
-pub use core::LocalError;
+pub use core::{LATE_AFTER, LocalError};
 pub use local::{
-    InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, RemoteAudioDecoder, RpcError,
-    RpcInvocation, rpc_codes,
+    InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, OutboundMedia, RemoteAudioDecoder,
+    RpcError, RpcInvocation, rpc_codes,
 };
 pub use model::{
     DataMessage, LeaveReason, Participant, ParticipantKind, RemoteAudioFrame, RoomEvent, TrackPublication,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use livekit_protocol as proto;
@@ -157,6 +157,21 @@ pub struct DataMessage {
     pub reliable: bool,
 }
 
+/// An incoming RPC call of a method the in-process participant registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcInvocation {
+    /// Request id.
+    pub request_id: String,
+    /// Identity of the caller.
+    pub caller_identity: String,
+    /// The method.
+    pub method: String,
+    /// The payload.
+    pub payload: String,
+    /// How long the caller waits.
+    pub response_timeout: Duration,
+}
+
 /// What the in-process participant sees happen in its room.
 #[derive(Debug, Clone)]
 pub enum RoomEvent {
@@ -200,5 +215,15 @@ pub enum RoomEvent {
     Disconnected {
         /// Why.
         reason: LeaveReason,
+    },
+    /// A call of a method this participant registered; answer it with
+    /// `LocalParticipant::respond_rpc` (the room acknowledged it already).
+    RpcRequest(RpcInvocation),
+    /// A command this participant posted without waiting failed in the room.
+    CommandFailed {
+        /// The command (`send_data`, `set_attributes`, `send_rpc`, …).
+        command: &'static str,
+        /// Why.
+        error: crate::core::LocalError,
     },
 }

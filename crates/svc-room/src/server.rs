@@ -12,10 +12,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::actor::{LOCAL_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
+use crate::actor::{LOCAL_QUEUE, LocalPost, POST_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
 use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore};
 use crate::ids::Ids;
-use crate::local::{LocalCounters, LocalParticipant};
+use crate::local::{LocalParticipant, LocalShared};
 use crate::model::{LeaveReason, ParticipantKind};
 use crate::signal::RoomLink;
 use crate::token::RoomCredentials;
@@ -69,6 +69,10 @@ pub enum RoomError {
     /// The room closed while the request was in flight.
     #[error("the room closed")]
     RoomClosed,
+    /// The room's queue for in-process participants is full (the room is behind): what was
+    /// handed over without waiting was dropped.
+    #[error("the room is busy; dropped")]
+    Busy,
     /// A local participant command failed.
     #[error(transparent)]
     Local(#[from] crate::core::LocalError),
@@ -92,6 +96,7 @@ pub struct LocalJoinOptions {
 struct RoomEntry {
     id: RoomId,
     sender: mpsc::Sender<RoomCommand>,
+    posts: mpsc::Sender<LocalPost>,
 }
 
 struct Inner {
@@ -186,8 +191,8 @@ impl RoomServer {
         self.inner.mux.route_count()
     }
 
-    /// The room's command channel, creating the room if it does not exist.
-    fn room_sender(&self, name: &str) -> Result<mpsc::Sender<RoomCommand>, RoomError> {
+    /// The room's command and post channels, creating the room if it does not exist.
+    fn room_sender(&self, name: &str) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>), RoomError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(RoomError::ShuttingDown);
         }
@@ -195,10 +200,11 @@ impl RoomServer {
         if let Some(entry) = rooms.get(name)
             && !entry.sender.is_closed()
         {
-            return Ok(entry.sender.clone());
+            return Ok((entry.sender.clone(), entry.posts.clone()));
         }
         let id = self.inner.next_room_id.fetch_add(1, Ordering::Relaxed);
         let (sender, commands) = mpsc::channel(ROOM_QUEUE);
+        let (post_sender, posts) = mpsc::channel(POST_QUEUE);
         let weak = Arc::downgrade(&self.inner);
         let room_name = name.to_owned();
         let actor = RoomActor {
@@ -214,6 +220,7 @@ impl RoomServer {
             ),
             commands,
             sender: sender.clone(),
+            posts,
             mux: self.inner.mux.clone(),
             datagrams_dropped: Arc::default(),
             shutdown: self.inner.shutdown.clone(),
@@ -227,8 +234,8 @@ impl RoomServer {
             }),
         };
         self.inner.tasks.spawn(actor.run());
-        rooms.insert(name.to_owned(), RoomEntry { id, sender: sender.clone() });
-        Ok(sender)
+        rooms.insert(name.to_owned(), RoomEntry { id, sender: sender.clone(), posts: post_sender.clone() });
+        Ok((sender, post_sender))
     }
 
     /// Sends a join to the room, recreating the room once if it closed in between.
@@ -236,15 +243,15 @@ impl RoomServer {
         &self,
         room: &str,
         make: impl Fn(oneshot::Sender<Key>) -> RoomCommand,
-    ) -> Result<(mpsc::Sender<RoomCommand>, Key), RoomError> {
+    ) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>, Key), RoomError> {
         for _ in 0..2 {
-            let sender = self.room_sender(room)?;
+            let (sender, posts) = self.room_sender(room)?;
             let (reply, key) = oneshot::channel();
             if sender.send(make(reply)).await.is_err() {
                 continue;
             }
             if let Ok(key) = key.await {
-                return Ok((sender, key));
+                return Ok((sender, posts, key));
             }
         }
         Err(RoomError::RoomClosed)
@@ -256,7 +263,7 @@ impl RoomServer {
         request: JoinRequest,
         signal: mpsc::Sender<proto::signal_response::Message>,
     ) -> Result<(RoomLink, Key), RoomError> {
-        let (sender, key) = self
+        let (sender, _, key) = self
             .join(room, |reply| RoomCommand::JoinRemote { request: request.clone(), signal: signal.clone(), reply })
             .await?;
         Ok((RoomLink { sender }, key))
@@ -275,17 +282,17 @@ impl RoomServer {
             auto_subscribe: true,
             client_protocol: 0,
         };
-        let (outputs, receiver) = mpsc::channel(LOCAL_QUEUE);
-        let counters = Arc::new(LocalCounters::default());
-        let (sender, key) = self
+        let (events, receiver) = mpsc::channel(LOCAL_QUEUE);
+        let shared = Arc::new(LocalShared::default());
+        let (sender, posts, key) = self
             .join(room, |reply| RoomCommand::JoinLocal {
                 request: request.clone(),
-                outputs: outputs.clone(),
-                counters: counters.clone(),
+                events: events.clone(),
+                shared: shared.clone(),
                 reply,
             })
             .await?;
-        Ok(LocalParticipant::start(room.to_owned(), options.identity, key, sender, receiver, counters))
+        Ok(LocalParticipant::new(room.to_owned(), options.identity, key, (sender, posts), receiver, shared))
     }
 
     /// Closes a room: every participant gets a leave with `reason`. Returns whether it existed.

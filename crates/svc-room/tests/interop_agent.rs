@@ -64,7 +64,7 @@ async fn in_process_agent_and_python_client_exchange_audio_data_rpc_and_attribut
         .await
         .expect("agent joins");
     let voice = agent.publish_audio("agent-voice").await.expect("publish");
-    agent.register_rpc_method("interop.echo", |call| async move { Ok(format!("echo:{}", call.payload)) });
+    agent.register_rpc_method("interop.echo");
 
     let expires =
         i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()).expect("s") + 600;
@@ -141,6 +141,9 @@ async fn in_process_agent_and_python_client_exchange_audio_data_rpc_and_attribut
                 decoder.decode(&frame, &mut heard).expect("decode");
             }
             RoomEvent::ParticipantLeft { identity, .. } if identity == CALLER => caller_left = true,
+            RoomEvent::RpcRequest(call) => agent
+                .respond_rpc(&call.caller_identity, &call.request_id, Ok(format!("echo:{}", call.payload)))
+                .expect("echo answered"),
             _ => {}
         }
         // Publish the sentence in a loop: keep about a second queued ahead of playout.

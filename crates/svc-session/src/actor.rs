@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use svc_audio::opus::OpusDecoder;
 use svc_audio::{TrackDecoder, TrackDecoderConfig};
 use svc_provider_core::session::ProviderSession;
 use svc_provider_core::{ProviderEvent, ProviderInput};
@@ -21,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::{DialUpdate, EndStatus, Finish, Output, Peer, Persist, SessionCore, ToolJob, ToolJobOutcome};
 use crate::input::InputAudio;
-use crate::media::{LATE_AFTER, MediaCounts, MediaTotals};
+use crate::media::{MediaCounts, MediaTotals};
 use crate::persist::{FinalRecord, Persister};
 use crate::recording::{AGENT, RecordingFile, StereoAligner, USER};
 use crate::room::{AgentRoom, AgentRoomEvent, CloseReason};
@@ -69,8 +68,33 @@ pub struct Recording {
     pub aligner: StereoAligner,
     /// Where it goes.
     pub file: RecordingFile,
-    /// Decodes the agent's released frames at the recording's rate.
-    pub agent_decoder: OpusDecoder,
+    /// Brings the agent's PCM (the provider's output rate) to the recording's rate when they
+    /// differ: made for the first rate seen, remade if it changes.
+    pub agent_resampler: Option<(u32, svc_provider::resample::Resampler)>,
+}
+
+impl Recording {
+    /// Adds the agent's PCM at `rate_hz`, just played at `now`.
+    fn push_agent(&mut self, now: Instant, pcm: &[i16], rate_hz: u32) {
+        let rate = self.aligner.rate_hz();
+        if rate_hz == rate {
+            self.aligner.push(AGENT, now, pcm);
+            return;
+        }
+        if self.agent_resampler.as_ref().is_none_or(|(from, _)| *from != rate_hz) {
+            match svc_provider::resample::Resampler::new(rate_hz, rate) {
+                Ok(resampler) => self.agent_resampler = Some((rate_hz, resampler)),
+                Err(error) => {
+                    tracing::debug!(%error, rate_hz, "the agent's audio cannot be recorded at this rate");
+                    return;
+                }
+            }
+        }
+        let Some((_, resampler)) = self.agent_resampler.as_mut() else { return };
+        let mut resampled = Vec::with_capacity(pcm.len() * rate as usize / rate_hz as usize + 1);
+        resampler.process(pcm, &mut resampled);
+        self.aligner.push(AGENT, now, &resampled);
+    }
 }
 
 /// Everything one session runs with.
@@ -154,10 +178,13 @@ impl<R: AgentRoom> std::fmt::Debug for SessionActor<R> {
     }
 }
 
+/// The bound participant's track being decoded.
 struct Decoding {
-    identity: String,
-    track: String,
+    identity: Arc<str>,
+    track: Arc<str>,
     decoder: TrackDecoder,
+    /// Each frame's PCM at the decode rate; reused, so decoding allocates nothing per frame.
+    decoded: Vec<i16>,
 }
 
 impl<R: AgentRoom> SessionActor<R> {
@@ -252,11 +279,13 @@ impl<R: AgentRoom> SessionActor<R> {
 
     /// The session's counts so far: its own, the room's and the core's.
     fn media_counts(&self) -> MediaCounts {
-        let room = self.room.inbound_drops();
+        let inbound = self.room.inbound_drops();
+        let outbound = self.room.outbound_media();
         MediaCounts {
-            input_dropped_room_queue: room.room_queue,
-            input_dropped_agent_queue: room.participant_queue,
-            output_dropped: self.media.output_dropped + self.core.output_frames_overflowed(),
+            input_dropped_room_queue: inbound.room_queue,
+            input_dropped_agent_queue: inbound.participant_queue,
+            output_dropped: self.media.output_dropped + self.core.output_frames_overflowed() + outbound.dropped,
+            output_late: self.media.output_late + outbound.late,
             ..self.media
         }
     }
@@ -265,31 +294,21 @@ impl<R: AgentRoom> SessionActor<R> {
     async fn carry_outputs(&mut self, bound: &mut Option<String>, decoding: &mut Option<Decoding>) -> Option<Finish> {
         while let Some(output) = self.core.poll_output() {
             match output {
-                Output::Data { json, to } => {
-                    if let Err(error) = self.room.send_data(json, to).await {
-                        tracing::debug!(session.id = %self.core.session_id(), %error, "data not sent");
-                    }
-                }
-                Output::Attributes(attributes) => {
-                    if let Err(error) = self.room.set_attributes(attributes).await {
-                        tracing::debug!(session.id = %self.core.session_id(), %error, "attributes not set");
-                    }
-                }
+                // Handed over without waiting; failures come back from `next_event`.
+                Output::Data { json, to } => self.room.send_data(json, to),
+                Output::Attributes(attributes) => self.room.set_attributes(attributes),
                 Output::Provider(input) => self.send_to_provider(input).await,
-                Output::Audio { opus, due, silence } => {
-                    if !silence && let Some(recording) = self.recording.as_mut() {
-                        let mut pcm = Vec::new();
-                        if recording.agent_decoder.decode(&opus, &mut pcm).is_ok() {
-                            recording.aligner.push(AGENT, Instant::now(), &pcm);
-                        }
+                Output::Audio { opus, due, silence, pcm } => {
+                    // The PCM the frame was encoded from: the recording decodes nothing.
+                    if !silence
+                        && let Some(recording) = self.recording.as_mut()
+                        && let Some((pcm, rate_hz)) = pcm
+                    {
+                        recording.push_agent(Instant::now(), &pcm, rate_hz);
                     }
-                    let now = Instant::now();
-                    self.flush_recording(now);
-                    if now > due + LATE_AFTER {
-                        self.media.output_late += 1;
-                    }
-                    if let Err(error) = self.room.push_audio(opus, due).await {
-                        self.media.output_dropped += 1;
+                    self.flush_recording(Instant::now());
+                    // The room's sink counts what it drops and what leaves late.
+                    if let Err(error) = self.room.try_push_audio(opus, due) {
                         tracing::debug!(session.id = %self.core.session_id(), %error, "agent audio not sent");
                     }
                 }
@@ -346,7 +365,7 @@ impl<R: AgentRoom> SessionActor<R> {
             ),
             AgentRoomEvent::PeerLeft { identity, deliberate } => self.core.handle_peer_left(now, &identity, deliberate),
             AgentRoomEvent::Audio(frame) => {
-                if bound != Some(frame.identity.as_str()) {
+                if bound != Some(&*frame.identity) {
                     return;
                 }
                 let fresh = decoding.as_ref().is_none_or(|d| d.track != frame.track || d.identity != frame.identity);
@@ -356,16 +375,21 @@ impl<R: AgentRoom> SessionActor<R> {
                     else {
                         return;
                     };
-                    *decoding =
-                        Some(Decoding { identity: frame.identity.clone(), track: frame.track.clone(), decoder });
+                    *decoding = Some(Decoding {
+                        identity: frame.identity.clone(),
+                        track: frame.track.clone(),
+                        decoder,
+                        decoded: Vec::with_capacity(svc_audio::FRAME_SAMPLES),
+                    });
                 }
                 let Some(decoding) = decoding.as_mut() else { return };
-                let mut decoded = Vec::new();
-                if decoding.decoder.push(frame.rtp_timestamp, &frame.opus, &mut decoded).is_err() || decoded.is_empty()
-                {
+                decoding.decoded.clear();
+                let pushed = decoding.decoder.push(frame.rtp_timestamp, &frame.opus, &mut decoding.decoded);
+                if pushed.is_err() || decoding.decoded.is_empty() {
                     return;
                 }
-                let pcm = self.input.process(decoded);
+                // The one allocation per frame: the PCM the provider's channel takes ownership of.
+                let pcm = self.input.process(&decoding.decoded);
                 if let Some(recording) = self.recording.as_mut() {
                     recording.aligner.push(USER, now, &pcm);
                 }
@@ -380,8 +404,10 @@ impl<R: AgentRoom> SessionActor<R> {
             AgentRoomEvent::ToolResult(call) => {
                 let answer =
                     self.core.handle_tool_result(now, &call.caller, &call.payload).map_err(|r| r.message().to_owned());
-                // The caller gave up waiting; nothing to tell it.
-                let _ = call.reply.send(answer);
+                self.room.answer_tool_result(&call, answer);
+            }
+            AgentRoomEvent::CommandFailed { command, error } => {
+                tracing::debug!(session.id = %self.core.session_id(), command, %error, "room command failed");
             }
             AgentRoomEvent::Gone => self.core.handle_room_closed(now),
         }
@@ -399,11 +425,7 @@ impl<R: AgentRoom> SessionActor<R> {
                 while let Some(output) = self.core.poll_output() {
                     match output {
                         Output::Persist(record) => self.persister.push(record, self.now_us(now)),
-                        Output::Data { json, to } if room_open => {
-                            if let Err(error) = self.room.send_data(json, to).await {
-                                tracing::debug!(session.id = %self.core.session_id(), %error, "data not sent");
-                            }
-                        }
+                        Output::Data { json, to } if room_open => self.room.send_data(json, to),
                         _ => {}
                     }
                 }

@@ -38,11 +38,12 @@ impl InputAudio {
         if self.filter.is_some() { svc_audio::denoise::RATE_HZ } else { self.provider_rate_hz }
     }
 
-    /// Decoded PCM at [`InputAudio::decode_rate_hz`] → PCM at the provider's rate.
-    pub fn process(&mut self, decoded: Vec<i16>) -> Vec<i16> {
-        let Some((filter, resampler)) = self.filter.as_mut() else { return decoded };
+    /// Decoded PCM at [`InputAudio::decode_rate_hz`] → PCM at the provider's rate, in a new
+    /// buffer of its own (the provider's channel takes it).
+    pub fn process(&mut self, decoded: &[i16]) -> Vec<i16> {
+        let Some((filter, resampler)) = self.filter.as_mut() else { return decoded.to_vec() };
         self.filtered.clear();
-        filter.process(&decoded, &mut self.filtered);
+        filter.process(decoded, &mut self.filtered);
         match resampler {
             Some(resampler) => {
                 let mut out = Vec::with_capacity(self.filtered.len() / 2);
@@ -62,7 +63,7 @@ mod tests {
     fn without_a_filter_audio_passes_at_the_provider_rate() {
         let mut input = InputAudio::new(16_000, NoiseCancellation::Off);
         assert_eq!(input.decode_rate_hz(), 16_000);
-        assert_eq!(input.process(vec![1, 2, 3]), vec![1, 2, 3]);
+        assert_eq!(input.process(&[1, 2, 3]), vec![1, 2, 3]);
     }
 
     #[test]
@@ -72,7 +73,7 @@ mod tests {
             assert_eq!(input.decode_rate_hz(), 48_000);
             let mut out = 0;
             for _ in 0..50 {
-                out += input.process(vec![0; 960]).len();
+                out += input.process(&[0; 960]).len();
             }
             let expected = rate as usize; // one second
             assert!(out.abs_diff(expected) <= expected / 50, "{out} samples at {rate} Hz for 1 s");

@@ -11,8 +11,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 /// An agent frame that leaves more than this after its due time counts as late: one frame of
-/// 20 ms is within the room's pacing, more is a stall the user hears.
-pub const LATE_AFTER: Duration = Duration::from_millis(20);
+/// 20 ms is within the room's pacing, more is a stall the user hears. The room's frame sink
+/// counts them where they leave.
+pub const LATE_AFTER: Duration = svc_room::LATE_AFTER;
 
 /// One session's counts (or the sum of many).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,10 +24,11 @@ pub struct MediaCounts {
     pub input_dropped_agent_queue: u64,
     /// User audio frames the provider adapter could not take (it fell behind the session).
     pub input_dropped_provider_queue: u64,
-    /// Agent audio frames lost: the playback queue overflowed (the provider ran too far ahead)
-    /// or the room refused them.
+    /// Agent audio frames lost: the playback queue overflowed (the provider ran too far ahead),
+    /// or the room's frame sink was full or refused them.
     pub output_dropped: u64,
-    /// Agent audio frames that left more than [`LATE_AFTER`] after their due time.
+    /// Agent audio frames that left the room more than [`LATE_AFTER`] after their due time
+    /// (the session handed them over late, or they waited in the room's sink).
     pub output_late: u64,
 }
 

@@ -2,9 +2,16 @@
 //! whatever media room carries the session, so that an external LiveKit server can replace the
 //! embedded room without touching the core or the actor. [`EmbeddedRoom`] implements it over the
 //! in-process participant of `svc-room`.
+//!
+//! Nothing here makes the session wait for the room but `close`: data, attributes, RPC answers
+//! and audio frames are handed over without waiting (bounded queues refuse what they cannot
+//! take), and failures come back as [`AgentRoomEvent::CommandFailed`] (a frame's as a count).
+//! That shape fits a room across a network (an agent joining an external LiveKit server as a
+//! client) as well as the embedded one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -12,14 +19,14 @@ use svc_room::{
     LeaveReason, LocalAudioTrack, LocalJoinOptions, LocalParticipant, ParticipantKind, RoomError, RoomEvent,
     RoomServer, RpcError,
 };
-use tokio::sync::{mpsc, oneshot};
 
 /// LiveKit RPC method clients answer `tool-invocation`s with.
 pub const TOOL_RESULT_METHOD: &str = "svc.tool_result";
 /// Name of the agent's audio track.
 const AGENT_TRACK_NAME: &str = "agent-voice";
-/// RPC calls waiting for the actor.
-const RPC_QUEUE: usize = 64;
+/// Failures of commands handed over without waiting, kept for `next_event`; more are only
+/// logged (each was logged anyway).
+const FAILURE_QUEUE: usize = 64;
 
 /// A participant as the agent needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,13 +41,15 @@ pub struct PeerSnapshot {
     pub publishes_audio: bool,
 }
 
-/// One Opus frame of a participant's microphone.
+/// One Opus frame of a participant's microphone, as the room delivered it: the identity and
+/// track id are the room's shared strings and the payload its buffer, so a frame costs no
+/// allocation on its way to the session.
 #[derive(Debug, Clone)]
 pub struct PeerAudio {
     /// Publisher.
-    pub identity: String,
+    pub identity: Arc<str>,
     /// Track id (a new track means a new stream to decode).
-    pub track: String,
+    pub track: Arc<str>,
     /// RTP timestamp on the 48 kHz clock, extended to 64 bits.
     pub rtp_timestamp: u64,
     /// When it was read from the socket.
@@ -49,15 +58,16 @@ pub struct PeerAudio {
     pub opus: Bytes,
 }
 
-/// An answer to `svc.tool_result`, waiting for the session's verdict.
-#[derive(Debug)]
+/// An answer to `svc.tool_result`, waiting for the session's verdict
+/// ([`AgentRoom::answer_tool_result`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolResultCall {
     /// Who called.
     pub caller: String,
     /// The payload.
     pub payload: String,
-    /// The RPC response: a payload, or an error message.
-    pub reply: oneshot::Sender<Result<String, String>>,
+    /// The RPC request's id, which the answer names.
+    pub request_id: String,
 }
 
 /// What happens in the room, for the agent.
@@ -83,6 +93,13 @@ pub enum AgentRoomEvent {
     },
     /// A `svc.tool_result` RPC.
     ToolResult(ToolResultCall),
+    /// Something handed to the room without waiting (data, attributes, an RPC answer) failed.
+    CommandFailed {
+        /// What it was.
+        command: &'static str,
+        /// Why.
+        error: RoomError,
+    },
     /// The agent is no longer in the room (removed, or the room closed).
     Gone,
 }
@@ -100,22 +117,28 @@ pub enum CloseReason {
 pub trait AgentRoom: Send + 'static {
     /// The next event; [`AgentRoomEvent::Gone`] once the agent is out of the room.
     fn next_event(&mut self) -> impl Future<Output = AgentRoomEvent> + Send;
-    /// Sends JSON on the reliable data channel, to everyone or one participant.
-    fn send_data(&self, json: String, to: Option<String>) -> impl Future<Output = Result<(), RoomError>> + Send;
-    /// Merges attributes into the agent's.
-    fn set_attributes(
-        &self,
-        attributes: BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<(), RoomError>> + Send;
-    /// Publishes one 20 ms Opus frame of the agent's voice now; `due` is its place on the
-    /// media clock, which RTP time follows.
-    fn push_audio(&self, opus: Bytes, due: Instant) -> impl Future<Output = Result<(), RoomError>> + Send;
+    /// Sends JSON on the reliable data channel, to everyone or one participant, without
+    /// waiting; a failure comes back as [`AgentRoomEvent::CommandFailed`].
+    fn send_data(&mut self, json: String, to: Option<String>);
+    /// Merges attributes into the agent's, without waiting; failures as for `send_data`.
+    fn set_attributes(&mut self, attributes: BTreeMap<String, String>);
+    /// Answers a `svc.tool_result` call with a payload or an error message, without waiting;
+    /// failures as for `send_data`.
+    fn answer_tool_result(&mut self, call: &ToolResultCall, answer: Result<String, String>);
+    /// Hands one 20 ms Opus frame of the agent's voice to the room's bounded frame sink, without
+    /// waiting; `due` is its place on the media clock, which RTP time follows. A frame the sink
+    /// cannot take is dropped and counted in [`AgentRoom::outbound_media`] (the error says why).
+    fn try_push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError>;
     /// Ends the room: every participant leaves with a reason.
     fn close(&self, reason: CloseReason) -> impl Future<Output = ()> + Send;
     /// The user's audio the room lost before the agent read it, so far (a room that cannot
     /// lose any, such as a test's, reports none).
     fn inbound_drops(&self) -> svc_room::InboundDrops {
         svc_room::InboundDrops::default()
+    }
+    /// The agent's frames the room dropped or sent late, so far.
+    fn outbound_media(&self) -> svc_room::OutboundMedia {
+        svc_room::OutboundMedia::default()
     }
 }
 
@@ -124,7 +147,8 @@ pub struct EmbeddedRoom {
     server: RoomServer,
     participant: LocalParticipant,
     track: LocalAudioTrack,
-    rpc: mpsc::Receiver<ToolResultCall>,
+    /// Commands the room refused at once, for `next_event` to report.
+    failures: VecDeque<AgentRoomEvent>,
 }
 
 impl std::fmt::Debug for EmbeddedRoom {
@@ -152,23 +176,18 @@ impl EmbeddedRoom {
         };
         let participant = server.join_local(room, options).await?;
         let track = participant.publish_audio(AGENT_TRACK_NAME).await?;
-        let (calls, rpc) = mpsc::channel(RPC_QUEUE);
-        participant.register_rpc_method(TOOL_RESULT_METHOD, move |invocation| {
-            let calls = calls.clone();
-            async move {
-                let (reply, answer) = oneshot::channel();
-                let call = ToolResultCall { caller: invocation.caller_identity, payload: invocation.payload, reply };
-                calls
-                    .try_send(call)
-                    .map_err(|_| RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, "the agent is busy; retry"))?;
-                match answer.await {
-                    Ok(Ok(payload)) => Ok(payload),
-                    Ok(Err(message)) => Err(RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, message)),
-                    Err(_) => Err(RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, "the session has ended")),
-                }
-            }
-        });
-        Ok(EmbeddedRoom { server: server.clone(), participant, track, rpc })
+        participant.register_rpc_method(TOOL_RESULT_METHOD);
+        Ok(EmbeddedRoom { server: server.clone(), participant, track, failures: VecDeque::new() })
+    }
+
+    /// Keeps a refusal for `next_event` (bounded: past the bound it is only logged).
+    fn refused(&mut self, command: &'static str, result: Result<(), RoomError>) {
+        let Err(error) = result else { return };
+        if self.failures.len() < FAILURE_QUEUE {
+            self.failures.push_back(AgentRoomEvent::CommandFailed { command, error });
+        } else {
+            tracing::debug!(room = %self.participant.room(), command, %error, "room command refused");
+        }
     }
 
     fn peer(participant: &svc_room::Participant) -> PeerSnapshot {
@@ -183,15 +202,11 @@ impl EmbeddedRoom {
 
 impl AgentRoom for EmbeddedRoom {
     async fn next_event(&mut self) -> AgentRoomEvent {
+        if let Some(failure) = self.failures.pop_front() {
+            return failure;
+        }
         loop {
-            let event = tokio::select! {
-                call = self.rpc.recv() => match call {
-                    Some(call) => return AgentRoomEvent::ToolResult(call),
-                    None => continue,
-                },
-                event = self.participant.next_event() => event,
-            };
-            let Some(event) = event else { return AgentRoomEvent::Gone };
+            let Some(event) = self.participant.next_event().await else { return AgentRoomEvent::Gone };
             match event {
                 RoomEvent::ParticipantJoined(participant) => return AgentRoomEvent::Peer(Self::peer(&participant)),
                 RoomEvent::ParticipantUpdated { participant, .. } => {
@@ -203,8 +218,8 @@ impl AgentRoom for EmbeddedRoom {
                 }
                 RoomEvent::AudioFrame(frame) => {
                     return AgentRoomEvent::Audio(PeerAudio {
-                        identity: frame.participant_identity.to_string(),
-                        track: frame.track_sid.to_string(),
+                        identity: frame.participant_identity,
+                        track: frame.track_sid,
                         rtp_timestamp: frame.rtp_timestamp,
                         received_at: frame.received_at,
                         opus: frame.opus,
@@ -213,6 +228,17 @@ impl AgentRoom for EmbeddedRoom {
                 RoomEvent::Data(message) => {
                     return AgentRoomEvent::Data { from: message.from_identity, payload: message.payload };
                 }
+                // The only method the agent registered.
+                RoomEvent::RpcRequest(invocation) => {
+                    return AgentRoomEvent::ToolResult(ToolResultCall {
+                        caller: invocation.caller_identity,
+                        payload: invocation.payload,
+                        request_id: invocation.request_id,
+                    });
+                }
+                RoomEvent::CommandFailed { command, error } => {
+                    return AgentRoomEvent::CommandFailed { command, error: RoomError::Local(error) };
+                }
                 RoomEvent::Disconnected { .. } => return AgentRoomEvent::Gone,
                 // Track changes arrive as participant updates too.
                 RoomEvent::TrackPublished { .. } | RoomEvent::TrackUnpublished { .. } => {}
@@ -220,21 +246,33 @@ impl AgentRoom for EmbeddedRoom {
         }
     }
 
-    async fn send_data(&self, json: String, to: Option<String>) -> Result<(), RoomError> {
+    fn send_data(&mut self, json: String, to: Option<String>) {
         let destinations: Vec<String> = to.into_iter().collect();
-        self.participant.send_data(json.into_bytes(), Some(crate::DATA_TOPIC), true, &destinations).await
+        let sent = self.participant.try_send_data(json.into_bytes(), Some(crate::DATA_TOPIC), true, &destinations);
+        self.refused("send_data", sent);
     }
 
-    async fn set_attributes(&self, attributes: BTreeMap<String, String>) -> Result<(), RoomError> {
-        self.participant.set_attributes(attributes).await
+    fn set_attributes(&mut self, attributes: BTreeMap<String, String>) {
+        let set = self.participant.try_set_attributes(attributes);
+        self.refused("set_attributes", set);
     }
 
-    async fn push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError> {
-        self.track.push_opus_at(opus, due).await
+    fn answer_tool_result(&mut self, call: &ToolResultCall, answer: Result<String, String>) {
+        let answer = answer.map_err(|message| RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, message));
+        let answered = self.participant.respond_rpc(&call.caller, &call.request_id, answer);
+        self.refused("answer_tool_result", answered);
+    }
+
+    fn try_push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError> {
+        self.track.try_push_opus_at(opus, due)
     }
 
     fn inbound_drops(&self) -> svc_room::InboundDrops {
         self.participant.inbound_drops()
+    }
+
+    fn outbound_media(&self) -> svc_room::OutboundMedia {
+        self.track.outbound()
     }
 
     async fn close(&self, reason: CloseReason) {

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use svc_audio::opus::OpusDecoder;
 use svc_domain::start::ResolvedSession;
 use svc_provider::endpoint::ProviderEnv;
 use svc_provider_core::{Role, SessionSetup, TranscriptTurn};
@@ -220,7 +219,7 @@ impl Runtime {
         if let Err(error) = config.store.claim_session(&request.session_id, &config.node_id, started_us).await {
             tracing::warn!(session.id = %request.session_id, %error, "could not record the session's node");
         }
-        let core = SessionCore::new(
+        let mut core = SessionCore::new(
             CoreConfig {
                 session_id: request.session_id.clone(),
                 agent_identity: identity,
@@ -233,6 +232,9 @@ impl Runtime {
         );
         let recording =
             if session.store.audio { self.recording(&request.session_id, input_rate_hz, started) } else { None };
+        if recording.is_some() {
+            core.keep_agent_pcm();
+        }
         let (commands, command_rx) = tokio::sync::mpsc::channel(COMMAND_QUEUE);
         let finished = CancellationToken::new();
         let actor = SessionActor {
@@ -374,8 +376,7 @@ impl Runtime {
                 return None;
             }
         };
-        let agent_decoder = OpusDecoder::with_rate(rate_hz).ok()?;
-        Some(Recording { aligner: StereoAligner::new(rate_hz, started), file, agent_decoder })
+        Some(Recording { aligner: StereoAligner::new(rate_hz, started), file, agent_resampler: None })
     }
 
     /// Ends every session (each says `session-ended` with reason `server_shutdown` and stores its

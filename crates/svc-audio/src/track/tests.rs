@@ -224,3 +224,70 @@ fn a_decoder_at_a_lower_rate_keeps_the_48_khz_rtp_clock() {
     assert_eq!(out.len(), 16_000, "one second at 16 kHz, losses included");
     assert_eq!(track.expected_timestamp(), Some(T0 + 48_000), "the clock stays at 48 kHz");
 }
+
+/// The frame libwebrtc sends while a track is muted or its microphone gives digital silence
+/// with DTX off: CELT, fullband, 20 ms, the silence flag, again and again.
+const BROWSER_SILENCE: [u8; 3] = [0xf8, 0xff, 0xfe];
+
+/// Half a second of speech, then `silent_frames` of the browser's silent frame, then speech
+/// again, each packet with its RTP timestamp.
+fn speech_silence_speech(silent_frames: usize) -> Vec<(u64, Vec<u8>)> {
+    let speech = speech_like_signal(24_000);
+    let mut encoder = OpusEncoder::new_voice().expect("encoder");
+    let mut packets: Vec<Vec<u8>> = Vec::new();
+    for frame in speech.chunks_exact(FRAME_SAMPLES) {
+        packets.push(encoder.encode_frame(frame).expect("encodes"));
+    }
+    packets.extend(std::iter::repeat_n(BROWSER_SILENCE.to_vec(), silent_frames));
+    for frame in speech.chunks_exact(FRAME_SAMPLES) {
+        packets.push(encoder.encode_frame(frame).expect("encodes"));
+    }
+    packets.into_iter().enumerate().map(|(k, packet)| (T0 + (k * FRAME_SAMPLES) as u64, packet)).collect()
+}
+
+#[test]
+fn repeated_silent_packets_skip_the_decoder_and_lose_nothing() {
+    let packets = speech_silence_speech(100);
+    for rate in [48_000, 24_000, 16_000] {
+        // What decoding every packet gives, against what the track decoder gives.
+        let mut reference_decoder = crate::opus::OpusDecoder::with_rate(rate).expect("decoder");
+        let mut reference = Vec::new();
+        for (_, packet) in &packets {
+            reference_decoder.decode(packet, &mut reference).expect("decodes");
+        }
+        let mut track = TrackDecoder::with_rate(TrackDecoderConfig::default(), rate).expect("decoder");
+        let mut out = Vec::new();
+        for (ts, packet) in &packets {
+            track.push(*ts, packet, &mut out).expect("decodes");
+        }
+        let skipped = track.stats().silent_repeats;
+        assert!(skipped >= 60, "most of the silence skips libopus at {rate} Hz: {skipped}");
+        assert_eq!(track.stats().packets_decoded, packets.len() as u64);
+        assert_eq!(out.len(), reference.len(), "the output keeps the RTP clock");
+        assert!(out == reference, "the speech after the silence decodes sample for sample the same at {rate} Hz");
+    }
+}
+
+#[test]
+fn a_loss_after_skipped_silence_is_concealed_as_without_skipping() {
+    let packets = speech_silence_speech(50);
+    // Half a second of speech (25 frames), one second of silence; the first speech packet after
+    // the silence is lost, and the next one recovers it with FEC.
+    let lost = 25 + 50;
+    let mut reference_decoder = crate::opus::OpusDecoder::new().expect("decoder");
+    let mut reference = Vec::new();
+    let mut track = TrackDecoder::new().expect("decoder");
+    let mut out = Vec::new();
+    for (k, (ts, packet)) in packets.iter().enumerate() {
+        if k == lost {
+            continue;
+        }
+        if k == lost + 1 {
+            reference_decoder.decode_fec(packet, FRAME_SAMPLES, &mut reference).expect("recovers");
+        }
+        reference_decoder.decode(packet, &mut reference).expect("decodes");
+        track.push(*ts, packet, &mut out).expect("decodes");
+    }
+    assert!(track.stats().silent_repeats > 0);
+    assert!(out == reference, "recovery across skipped silence is unchanged");
+}

@@ -73,7 +73,7 @@ impl RoomCore {
             Err(error) => return LocalReply::Failed(LocalError::Encoder(error.to_string())),
         };
         let sid = self.ids.audio_track_sid();
-        let played_samples = Arc::new(AtomicU64::new(0));
+        let counters = Arc::new(TrackCounters::default());
         #[allow(deprecated)]
         let info = proto::TrackInfo {
             sid: sid.clone(),
@@ -93,7 +93,7 @@ impl RoomCore {
                 local: Some(LocalTrack {
                     queue: AudioOutQueue::new(OutQueueConfig::default()),
                     encoder,
-                    played_samples: played_samples.clone(),
+                    counters: counters.clone(),
                     rtp_base: 0,
                     last_rtp: 0,
                     last_opus: None,
@@ -113,7 +113,7 @@ impl RoomCore {
         for other in self.remote_keys() {
             self.renegotiate(now, other);
         }
-        LocalReply::TrackPublished { track_sid: sid, played_samples }
+        LocalReply::TrackPublished { track_sid: sid, counters }
     }
 
     pub(super) fn unpublish_local(&mut self, now: Instant, key: Key, track_sid: &str) -> LocalReply {
@@ -161,23 +161,27 @@ impl RoomCore {
         &mut self,
         now: Instant,
         key: Key,
-        track_sid: &str,
+        track_sid: &Arc<str>,
         opus: Bytes,
         media_time: Option<Instant>,
     ) -> LocalReply {
-        if opus.is_empty() || opus.len() > 1275 {
-            // 1275 bytes is the largest Opus frame (RFC 6716 §3.4).
-            return LocalReply::Failed(LocalError::Encoder(format!("not an Opus frame: {} bytes", opus.len())));
-        }
         let Some(participant) = self.participants.get_mut(&key) else {
             return LocalReply::Failed(LocalError::NotInRoom);
         };
-        let identity: Arc<str> = Arc::from(participant.identity.as_str());
-        let Some(local) = participant.tracks.get_mut(track_sid).and_then(|t| t.local.as_mut()) else {
-            return LocalReply::Failed(LocalError::UnknownTrack(track_sid.to_owned()));
+        let identity = participant.frame_identity.clone();
+        let Some(local) = participant.tracks.get_mut(&**track_sid).and_then(|t| t.local.as_mut()) else {
+            return LocalReply::Failed(LocalError::UnknownTrack(track_sid.to_string()));
         };
+        if opus.is_empty() || opus.len() > 1275 {
+            // 1275 bytes is the largest Opus frame (RFC 6716 §3.4).
+            local.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            return LocalReply::Failed(LocalError::Encoder(format!("not an Opus frame: {} bytes", opus.len())));
+        }
         const FRAME: u64 = svc_audio::FRAME_SAMPLES as u64;
         let at = media_time.unwrap_or(now);
+        if now > at + LATE_AFTER {
+            local.counters.late.fetch_add(1, Ordering::Relaxed);
+        }
         let rtp = match local.last_opus {
             None => 0,
             Some((last, rtp)) => {
@@ -186,7 +190,7 @@ impl RoomCore {
             }
         };
         local.last_opus = Some((at, rtp));
-        local.played_samples.fetch_add(FRAME, Ordering::Relaxed);
+        local.counters.played_samples.fetch_add(FRAME, Ordering::Relaxed);
         self.deliver_audio(now, key, &identity, track_sid, rtp, now, Arc::from(opus.as_ref()));
         LocalReply::Done
     }
@@ -194,7 +198,7 @@ impl RoomCore {
     /// Sends every frame of an in-process track that is due.
     pub(super) fn send_local_audio(&mut self, now: Instant, key: Key, track_sid: &str) {
         let Some(participant) = self.participants.get_mut(&key) else { return };
-        let identity: Arc<str> = Arc::from(participant.identity.as_str());
+        let identity = participant.frame_identity.clone();
         let Some(local) = participant.tracks.get_mut(track_sid).and_then(|t| t.local.as_mut()) else { return };
         let mut frames = Vec::new();
         while let Some(frame) = local.queue.poll_frame(now) {
@@ -212,9 +216,10 @@ impl RoomCore {
             local.last_rtp = frame.rtp_timestamp;
             frames.push((local.rtp_base + u64::from(frame.rtp_timestamp), encoded));
         }
-        local.played_samples.store(local.queue.played_samples(), Ordering::Relaxed);
+        local.counters.played_samples.store(local.queue.played_samples(), Ordering::Relaxed);
+        let track_sid: Arc<str> = Arc::from(track_sid);
         for (rtp, encoded) in frames {
-            self.deliver_audio(now, key, &identity, track_sid, rtp, now, Arc::from(encoded));
+            self.deliver_audio(now, key, &identity, &track_sid, rtp, now, Arc::from(encoded));
         }
     }
 

@@ -24,7 +24,7 @@ impl RoomCore {
             return;
         };
         let (_, track_sid) = remote.pending_publications.remove(position);
-        remote.upstream.insert(mid, track_sid.clone());
+        remote.upstream.insert(mid, Arc::from(track_sid.as_str()));
         let Some(track) = participant.tracks.get_mut(&track_sid) else { return };
         track.bound = true;
         track.info.mid = mid.to_string();
@@ -89,7 +89,7 @@ impl RoomCore {
             return;
         }
         let Some(track_sid) = remote.upstream.get(&mid).cloned() else { return };
-        let identity: Arc<str> = Arc::from(participant.identity.as_str());
+        let identity = participant.frame_identity.clone();
         let rtp = time.rebase(Frequency::FORTY_EIGHT_KHZ).numer();
         self.deliver_audio(now, key, &identity, &track_sid, rtp, network_time, payload);
     }
@@ -101,7 +101,7 @@ impl RoomCore {
         now: Instant,
         publisher: Key,
         identity: &Arc<str>,
-        track_sid: &str,
+        track_sid: &Arc<str>,
         rtp: u64,
         received_at: Instant,
         payload: Arc<[u8]>,
@@ -112,7 +112,7 @@ impl RoomCore {
             let Some(target) = self.participants.get_mut(&other) else { continue };
             match &mut target.body {
                 Body::Remote(remote) => {
-                    let (Some(mid), Some(pt)) = (remote.downstream.get(track_sid).copied(), remote.downstream_pt)
+                    let (Some(mid), Some(pt)) = (remote.downstream.get(&**track_sid).copied(), remote.downstream_pt)
                     else {
                         continue;
                     };
@@ -127,10 +127,11 @@ impl RoomCore {
                 Body::Local(_) => {
                     let frame = local_frame.get_or_insert_with(|| RemoteAudioFrame {
                         participant_identity: identity.clone(),
-                        track_sid: Arc::from(track_sid),
+                        track_sid: track_sid.clone(),
                         rtp_timestamp: rtp,
                         received_at,
-                        opus: Bytes::copy_from_slice(&payload),
+                        // Shares the packet's buffer: no copy per frame.
+                        opus: Bytes::from_owner(payload.clone()),
                     });
                     self.outputs.push_back(CoreOutput::Local {
                         to: other,

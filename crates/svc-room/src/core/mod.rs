@@ -185,16 +185,44 @@ pub(crate) enum LocalOutput {
 /// Commands of an in-process participant.
 #[derive(Debug)]
 pub(crate) enum LocalCommand {
-    PublishAudio { name: String },
-    UnpublishTrack { track_sid: String },
-    PushAudio { track_sid: String, pcm: Vec<i16> },
-    PushOpus { track_sid: String, opus: Bytes, media_time: Option<Instant> },
-    ClearAudio { track_sid: String },
-    SendData { payload: Bytes, topic: Option<String>, reliable: bool, destinations: Vec<String> },
-    SendRpc { destination: String, value: proto::data_packet::Value },
-    SetAttributes { attributes: BTreeMap<String, String> },
-    SetMetadata { metadata: String },
-    RemoveParticipant { identity: String },
+    PublishAudio {
+        name: String,
+    },
+    UnpublishTrack {
+        track_sid: String,
+    },
+    PushAudio {
+        track_sid: String,
+        pcm: Vec<i16>,
+    },
+    /// The track sid is shared with the sending handle, so a frame costs no allocation.
+    PushOpus {
+        track_sid: Arc<str>,
+        opus: Bytes,
+        media_time: Option<Instant>,
+    },
+    ClearAudio {
+        track_sid: String,
+    },
+    SendData {
+        payload: Bytes,
+        topic: Option<String>,
+        reliable: bool,
+        destinations: Vec<String>,
+    },
+    SendRpc {
+        destination: String,
+        value: proto::data_packet::Value,
+    },
+    SetAttributes {
+        attributes: BTreeMap<String, String>,
+    },
+    SetMetadata {
+        metadata: String,
+    },
+    RemoveParticipant {
+        identity: String,
+    },
     Leave,
 }
 
@@ -202,11 +230,46 @@ pub(crate) enum LocalCommand {
 #[derive(Debug)]
 pub(crate) enum LocalReply {
     Done,
-    TrackPublished { track_sid: String, played_samples: Arc<AtomicU64> },
+    TrackPublished { track_sid: String, counters: Arc<TrackCounters> },
     Cleared { discarded_samples: usize },
     Removed(bool),
     Failed(LocalError),
 }
+
+impl LocalCommand {
+    /// The command's name, for logs and failure events.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            LocalCommand::PublishAudio { .. } => "publish_audio",
+            LocalCommand::UnpublishTrack { .. } => "unpublish_track",
+            LocalCommand::PushAudio { .. } => "push_audio",
+            LocalCommand::PushOpus { .. } => "push_opus",
+            LocalCommand::ClearAudio { .. } => "clear_audio",
+            LocalCommand::SendData { .. } => "send_data",
+            LocalCommand::SendRpc { .. } => "send_rpc",
+            LocalCommand::SetAttributes { .. } => "set_attributes",
+            LocalCommand::SetMetadata { .. } => "set_metadata",
+            LocalCommand::RemoveParticipant { .. } => "remove_participant",
+            LocalCommand::Leave => "leave",
+        }
+    }
+}
+
+/// An in-process track's counts, shared between the room (which counts) and the track's handle
+/// (which reads them, and counts the frames its full queue refused), without a lock.
+#[derive(Debug, Default)]
+pub(crate) struct TrackCounters {
+    /// Samples released to listeners so far.
+    pub(crate) played_samples: AtomicU64,
+    /// Pre-encoded frames lost: refused by a full queue or by the room.
+    pub(crate) dropped: AtomicU64,
+    /// Pre-encoded frames the room sent more than [`LATE_AFTER`] after their media time.
+    pub(crate) late: AtomicU64,
+}
+
+/// A pre-encoded frame that leaves more than this after its media time counts as late: one
+/// frame of 20 ms is within pacing, more is a stall the listener hears.
+pub const LATE_AFTER: Duration = Duration::from_millis(20);
 
 /// Why a local command failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -237,6 +300,9 @@ pub enum LocalError {
 struct Participant_ {
     sid: String,
     identity: String,
+    /// The identity every audio frame of this participant carries: allocated once per join,
+    /// not once per frame.
+    frame_identity: Arc<str>,
     name: String,
     metadata: String,
     attributes: BTreeMap<String, String>,
@@ -273,7 +339,7 @@ struct Track {
 struct LocalTrack {
     queue: AudioOutQueue,
     encoder: OpusEncoder,
-    played_samples: Arc<AtomicU64>,
+    counters: Arc<TrackCounters>,
     /// Extends the queue's 32-bit RTP clock.
     rtp_base: u64,
     last_rtp: u32,
@@ -309,7 +375,7 @@ struct RemotePeer {
     /// The Opus payload type negotiated on the subscriber PC.
     downstream_pt: Option<Pt>,
     /// Upstream audio: publisher mid → track sid.
-    upstream: HashMap<Mid, String>,
+    upstream: HashMap<Mid, Arc<str>>,
     /// `add_track` requests waiting for their m-line: (cid, track sid).
     pending_publications: Vec<(String, String)>,
     auto_subscribe: bool,
@@ -375,6 +441,11 @@ impl RoomCore {
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.participants.is_empty()
+    }
+
+    /// Whether someone with `identity` is in the room.
+    pub(crate) fn has_identity(&self, identity: &str) -> bool {
+        self.by_identity.contains_key(identity)
     }
 
     /// The next thing for the actor to do.

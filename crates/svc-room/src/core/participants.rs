@@ -366,6 +366,7 @@ impl Participant_ {
     ) -> Participant_ {
         Participant_ {
             sid,
+            frame_identity: Arc::from(request.identity.as_str()),
             identity: request.identity,
             name: request.name,
             metadata: request.metadata,

@@ -23,6 +23,7 @@ fn participant() -> Participant_ {
     Participant_ {
         sid: "PA_x".into(),
         identity: "x".into(),
+        frame_identity: Arc::from("x"),
         name: "X".into(),
         metadata: String::new(),
         attributes: BTreeMap::new(),

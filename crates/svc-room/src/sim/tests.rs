@@ -175,7 +175,7 @@ fn an_in_process_track_is_encoded_paced_and_reaches_clients() {
     let mut sim = sim();
     let bob = sim.join_ready("bob", JoinOptions::default());
     let agent = sim.join_local("agent", ParticipantKind::Agent);
-    let LocalReply::TrackPublished { track_sid, played_samples } =
+    let LocalReply::TrackPublished { track_sid, counters } =
         sim.local(agent, LocalCommand::PublishAudio { name: "voice".to_owned() })
     else {
         panic!("the agent's track is published");
@@ -196,7 +196,7 @@ fn an_in_process_track_is_encoded_paced_and_reaches_clients() {
     assert!((20..=30).contains(&halfway), "paced: {halfway} frames after half a second");
     assert!(all.len() >= 49, "{} frames of 50", all.len());
     assert!(all.iter().all(|(who, sid, _, _)| who == "agent" && *sid == track_sid));
-    assert_eq!(played_samples.load(std::sync::atomic::Ordering::Relaxed), 48_000);
+    assert_eq!(counters.played_samples.load(std::sync::atomic::Ordering::Relaxed), 48_000);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -263,6 +263,9 @@ pub enum Output {
         due: Instant,
         /// Silence between responses: nothing to record.
         silence: bool,
+        /// The PCM it was encoded from and its rate, when the core keeps it for the recording
+        /// ([`SessionCore::keep_agent_pcm`]).
+        pcm: Option<(Box<[i16]>, u32)>,
     },
     /// Decode audio of this participant (and no other) for [`SessionCore::handle_user_audio`].
     BindInput(Option<String>),
@@ -415,6 +418,12 @@ impl SessionCore {
         core.timeline(now, "agent.joined", data);
         core.update_agent_state(now);
         core
+    }
+
+    /// Hands every agent frame out with the PCM it was encoded from (for the recording, which
+    /// then needs no decoder of its own).
+    pub fn keep_agent_pcm(&mut self) {
+        self.playback.keep_pcm();
     }
 
     /// Agent frames the playback queue could not hold so far (the provider ran too far ahead).

@@ -113,11 +113,17 @@ pub struct Released {
     pub due: Instant,
     /// Its response.
     pub seq: u64,
+    /// The PCM it was encoded from, at [`Playback::rate_hz`], when the playback keeps it
+    /// ([`Playback::keep_pcm`]; never for silence).
+    pub pcm: Option<Box<[i16]>>,
     /// It is the response's first frame (the talkspurt starts).
     pub first: bool,
     /// Transcript fragments that are now heard.
     pub fragments: Vec<String>,
 }
+
+/// A queued frame: its response, the Opus, and the PCM it was encoded from when kept.
+type QueuedFrame = (u64, Bytes, Option<Box<[i16]>>);
 
 /// The outgoing audio queue with its responses.
 #[derive(Debug)]
@@ -127,7 +133,11 @@ pub struct Playback {
     /// Samples short of a whole frame, waiting for more.
     remainder: Vec<i16>,
     packet: Vec<u8>,
-    queue: VecDeque<(u64, Bytes)>,
+    /// Frames by response, each with the PCM it was encoded from when `keep_pcm` is set.
+    queue: VecDeque<QueuedFrame>,
+    /// Keep each frame's PCM with it (the recording wants it: decoding the frame again would
+    /// cost a decode per 20 ms; keeping it costs about ten times the Opus, only while recording).
+    keep_pcm: bool,
     /// When the next frame is due (None: released at once when one is queued).
     next_due: Option<Instant>,
     /// Responses from the oldest unfinished one to the newest.
@@ -151,6 +161,7 @@ impl Default for Playback {
             remainder: Vec::new(),
             packet: Vec::new(),
             queue: VecDeque::new(),
+            keep_pcm: false,
             next_due: None,
             responses: VecDeque::new(),
             next_seq: 1,
@@ -238,10 +249,21 @@ impl Playback {
             self.dropped_frames += 1;
             return;
         }
-        self.queue.push_back((seq, Bytes::copy_from_slice(&self.packet)));
+        let kept = self.keep_pcm.then(|| Box::from(pcm));
+        self.queue.push_back((seq, Bytes::copy_from_slice(&self.packet), kept));
         if let Some(response) = self.response(seq) {
             response.enqueued += 1;
         }
+    }
+
+    /// Keeps each frame's PCM from now on, handed out with it on release.
+    pub fn keep_pcm(&mut self) {
+        self.keep_pcm = true;
+    }
+
+    /// The rate of the PCM handed out with frames (the provider's output rate).
+    pub fn rate_hz(&self) -> u32 {
+        self.rate_hz
     }
 
     /// Puts `frames` frames of silence before everything queued, for a listener whose media just
@@ -255,7 +277,7 @@ impl Playback {
             return;
         }
         for _ in 0..frames.min(MAX_QUEUED_FRAMES.saturating_sub(self.queue.len())) {
-            self.queue.push_front((PRIMING, silence.clone()));
+            self.queue.push_front((PRIMING, silence.clone(), None));
         }
     }
 
@@ -266,7 +288,7 @@ impl Playback {
 
     /// Frames of `seq` still waiting, counting a partial frame in the encoder.
     pub fn pending_of(&self, seq: u64) -> bool {
-        self.queue.iter().any(|(s, _)| *s == seq)
+        self.queue.iter().any(|(s, _, _)| *s == seq)
             || (!self.remainder.is_empty() && self.responses.back().is_some_and(|r| r.seq == seq))
     }
 
@@ -282,7 +304,7 @@ impl Playback {
     /// the track carries filler silence goes out at once rather than at the next 20 ms slot: the
     /// receiver takes an early packet as jitter, and the reply is 0–20 ms sooner.
     pub fn due(&self, now: Instant) -> bool {
-        let speech_waits = self.idle && self.queue.front().is_some_and(|(seq, _)| *seq != PRIMING);
+        let speech_waits = self.idle && self.queue.front().is_some_and(|(seq, _, _)| *seq != PRIMING);
         self.audience && !self.underrun() && (speech_waits || self.next_due.is_none_or(|due| due <= now))
     }
 
@@ -298,11 +320,11 @@ impl Playback {
         if !self.due(now) {
             return None;
         }
-        let speech_waits = self.idle && self.queue.front().is_some_and(|(seq, _)| *seq != PRIMING);
+        let speech_waits = self.idle && self.queue.front().is_some_and(|(seq, _, _)| *seq != PRIMING);
         if self.underrun() {
             return None;
         }
-        let (seq, opus) = self.queue.pop_front().unwrap_or_else(|| (PRIMING, silence_packet()));
+        let (seq, opus, pcm) = self.queue.pop_front().unwrap_or_else(|| (PRIMING, silence_packet(), None));
         // The clock keeps its pace, so frames that trickle in early still leave 20 ms apart; it
         // restarts when speech ends filler silence, and when it fell behind (a stall).
         let due = match self.next_due {
@@ -328,7 +350,7 @@ impl Playback {
             }
             None => (false, Vec::new()),
         };
-        Some(Released { opus, silence: seq == PRIMING, due, seq, first, fragments })
+        Some(Released { opus, silence: seq == PRIMING, due, seq, pcm, first, fragments })
     }
 
     /// Barge-in: drops every queued frame (and the partial one) and marks every unfinished
@@ -370,6 +392,28 @@ impl Playback {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_carry_the_pcm_they_were_encoded_from_only_when_asked() {
+        let t0 = Instant::now();
+        let mut plain = Playback { audience: true, ..Playback::default() };
+        plain.start_response();
+        assert!(plain.push_pcm(&[7; 480], 24_000));
+        assert!(plain.release(t0).expect("due").pcm.is_none(), "no PCM kept unless asked");
+        let mut playback = Playback { audience: true, ..Playback::default() };
+        playback.keep_pcm();
+        playback.prime(1);
+        playback.start_response();
+        let speech: Vec<i16> = (0..960).map(|n| n as i16).collect();
+        assert!(playback.push_pcm(&speech, 24_000));
+        let primed = playback.release(t0).expect("due");
+        assert!(primed.silence && primed.pcm.is_none(), "priming silence has none");
+        let first = playback.release(t0 + FRAME).expect("due");
+        let second = playback.release(t0 + FRAME * 2).expect("due");
+        assert_eq!(first.pcm.as_deref(), Some(&speech[..480]));
+        assert_eq!(second.pcm.as_deref(), Some(&speech[480..]));
+        assert_eq!(playback.rate_hz(), 24_000);
+    }
 
     #[test]
     fn frames_are_encoded_at_arrival_and_released_every_20_ms() {

@@ -8,7 +8,13 @@ impl SessionCore {
     /// Releases every frame that is due.
     pub(super) fn pump(&mut self, now: Instant) {
         while let Some(released) = self.playback.release(now) {
-            self.outputs.push_back(Output::Audio { opus: released.opus, due: released.due, silence: released.silence });
+            let pcm = released.pcm.map(|pcm| (pcm, self.playback.rate_hz()));
+            self.outputs.push_back(Output::Audio {
+                opus: released.opus,
+                due: released.due,
+                silence: released.silence,
+                pcm,
+            });
             if released.first {
                 if let Some(response) = self.playback.response(released.seq) {
                     response.speaking = true;
