@@ -70,7 +70,7 @@ pub struct Recording {
     pub file: RecordingFile,
     /// Brings the agent's PCM (the provider's output rate) to the recording's rate when they
     /// differ: made for the first rate seen, remade if it changes.
-    pub agent_resampler: Option<(u32, svc_provider::resample::Resampler)>,
+    pub agent_resampler: Option<(u32, svc_audio::resample::Resampler)>,
 }
 
 impl Recording {
@@ -82,7 +82,7 @@ impl Recording {
             return;
         }
         if self.agent_resampler.as_ref().is_none_or(|(from, _)| *from != rate_hz) {
-            match svc_provider::resample::Resampler::new(rate_hz, rate) {
+            match svc_audio::resample::Resampler::new(rate_hz, rate) {
                 Ok(resampler) => self.agent_resampler = Some((rate_hz, resampler)),
                 Err(error) => {
                     tracing::debug!(%error, rate_hz, "the agent's audio cannot be recorded at this rate");
