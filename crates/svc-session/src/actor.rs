@@ -69,8 +69,8 @@ pub struct Recording {
     /// Where it goes.
     pub file: RecordingFile,
     /// Brings the agent's PCM (the provider's output rate) to the recording's rate when they
-    /// differ: made for the first rate seen, remade if it changes.
-    pub agent_resampler: Option<(u32, svc_audio::resample::Resampler)>,
+    /// differ: made for the first rate seen, remade if it changes (see [`agent_rate_steps`]).
+    pub agent_resampler: Option<(u32, Vec<svc_audio::resample::Resampler>)>,
 }
 
 impl Recording {
@@ -82,18 +82,36 @@ impl Recording {
             return;
         }
         if self.agent_resampler.as_ref().is_none_or(|(from, _)| *from != rate_hz) {
-            match svc_audio::resample::Resampler::new(rate_hz, rate) {
-                Ok(resampler) => self.agent_resampler = Some((rate_hz, resampler)),
+            match agent_rate_steps(rate_hz, rate) {
+                Ok(steps) => self.agent_resampler = Some((rate_hz, steps)),
                 Err(error) => {
                     tracing::debug!(%error, rate_hz, "the agent's audio cannot be recorded at this rate");
                     return;
                 }
             }
         }
-        let Some((_, resampler)) = self.agent_resampler.as_mut() else { return };
-        let mut resampled = Vec::with_capacity(pcm.len() * rate as usize / rate_hz as usize + 1);
-        resampler.process(pcm, &mut resampled);
+        let Some((_, steps)) = self.agent_resampler.as_mut() else { return };
+        let mut resampled = pcm.to_vec();
+        for step in steps {
+            let mut out = Vec::with_capacity(resampled.len() * 6 + 1);
+            step.process(&resampled, &mut out);
+            resampled = out;
+        }
         self.aligner.push(AGENT, now, &resampled);
+    }
+}
+
+/// The resamplers that bring `from_hz` to `to_hz`: one where svc-audio converts directly (to or
+/// from 48 kHz), else two through 48 kHz (the agent's 24 kHz speech into a 16 kHz recording, as
+/// with Gemini and the local provider).
+fn agent_rate_steps(
+    from_hz: u32,
+    to_hz: u32,
+) -> Result<Vec<svc_audio::resample::Resampler>, svc_audio::resample::ResampleError> {
+    use svc_audio::resample::Resampler;
+    match Resampler::new(from_hz, to_hz) {
+        Ok(direct) => Ok(vec![direct]),
+        Err(_) => Ok(vec![Resampler::new(from_hz, 48_000)?, Resampler::new(48_000, to_hz)?]),
     }
 }
 
@@ -485,5 +503,36 @@ impl<R: AgentRoom> SessionActor<R> {
         };
         self.persister.finish(FinalRecord { status, ended_us, usage, recording }).await;
         tracing::info!(session.id = %session_id, reason = %finish.reason, status, "session ended");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agents_24_khz_speech_is_recorded_at_16_khz() {
+        // Gemini and the local provider speak at 24 kHz into a 16 kHz recording.
+        let steps = agent_rate_steps(24_000, 16_000).map(|steps| steps.len());
+        assert_eq!(steps, Ok(2), "through 48 kHz");
+        assert_eq!(agent_rate_steps(24_000, 48_000).map(|steps| steps.len()), Ok(1));
+        let origin = Instant::now();
+        let dir = std::env::temp_dir().join(format!("svc-actor-rec-{}", std::process::id()));
+        let file = RecordingFile::create(&dir, "s", 16_000).expect("a recording file");
+        let mut recording = Recording { aligner: StereoAligner::new(16_000, origin), file, agent_resampler: None };
+        // One second of a 440 Hz tone at 24 kHz, in 20 ms frames.
+        let tone: Vec<i16> = (0..24_000)
+            .map(|i| ((i as f64 * 440.0 * std::f64::consts::TAU / 24_000.0).sin() * 8_000.0) as i16)
+            .collect();
+        for (n, frame) in tone.chunks(480).enumerate() {
+            recording.push_agent(origin + std::time::Duration::from_millis(20 * (n as u64 + 1)), frame, 24_000);
+        }
+        let interleaved = recording.aligner.drain_all();
+        let agent: Vec<i16> = interleaved.iter().skip(AGENT).step_by(2).copied().collect();
+        let loud = agent.iter().filter(|sample| sample.unsigned_abs() > 4_000).count();
+        assert!(agent.len() >= 15_000, "about a second at 16 kHz: {}", agent.len());
+        assert!(loud > 4_000, "the tone is in the agent's lane: {loud} loud samples");
+        recording.file.discard();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
