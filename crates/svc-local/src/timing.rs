@@ -47,34 +47,28 @@ impl TurnTiming {
     /// Notes `stage` at `now`. Each stage keeps its latest time up to the reply's first text,
     /// so a draft thrown away and made again counts as made again.
     pub(crate) fn note(&mut self, stage: Stage, now: Instant) {
-        let slot = match stage {
+        // Only the reply's first piece, synthesis and audio matter for when it is heard.
+        let (slot, first_only) = match stage {
             Stage::SpeechStarted => {
                 *self = TurnTiming::default();
                 return;
             }
-            Stage::SpeechStopped => &mut self.speech_stopped,
-            Stage::TranscribeStarted => &mut self.transcribe_started,
-            Stage::Transcribed => &mut self.transcribed,
+            Stage::SpeechStopped => (&mut self.speech_stopped, false),
+            Stage::TranscribeStarted => (&mut self.transcribe_started, false),
+            Stage::Transcribed => (&mut self.transcribed, false),
             Stage::GenerateStarted => {
                 self.first_text = None;
                 self.speak_started = None;
                 self.spoken = None;
-                &mut self.generate_started
+                (&mut self.generate_started, false)
             }
-            Stage::Text | Stage::SpeakStarted | Stage::Spoken => {
-                let slot = match stage {
-                    Stage::Text => &mut self.first_text,
-                    Stage::SpeakStarted => &mut self.speak_started,
-                    _ => &mut self.spoken,
-                };
-                // Only the reply's first piece matters for when it is heard.
-                if slot.is_some() {
-                    return;
-                }
-                slot
-            }
+            Stage::Text => (&mut self.first_text, true),
+            Stage::SpeakStarted => (&mut self.speak_started, true),
+            Stage::Spoken => (&mut self.spoken, true),
         };
-        *slot = Some(now);
+        if !(first_only && slot.is_some()) {
+            *slot = Some(now);
+        }
     }
 
     /// The reply's first audio left at `now`: the turn's line, once per turn (and only for a

@@ -220,13 +220,7 @@ impl LocalParticipant {
         reliable: bool,
         destinations: &[String],
     ) -> Result<(), RoomError> {
-        let command = LocalCommand::SendData {
-            payload: payload.into(),
-            topic: topic.map(str::to_owned),
-            reliable,
-            destinations: destinations.to_vec(),
-        };
-        expect_done(self.command(command).await?)
+        expect_done(self.command(data_command(payload.into(), topic, reliable, destinations)).await?)
     }
 
     /// [`LocalParticipant::send_data`] without waiting: refused at once when the room's post
@@ -239,13 +233,7 @@ impl LocalParticipant {
         reliable: bool,
         destinations: &[String],
     ) -> Result<(), RoomError> {
-        let command = LocalCommand::SendData {
-            payload: payload.into(),
-            topic: topic.map(str::to_owned),
-            reliable,
-            destinations: destinations.to_vec(),
-        };
-        try_post(&self.posts, self.key, command)
+        try_post(&self.posts, self.key, data_command(payload.into(), topic, reliable, destinations))
     }
 
     /// [`LocalParticipant::set_attributes`] without waiting; failures as for
@@ -464,6 +452,11 @@ async fn send_command(
         LocalReply::Failed(error) => Err(RoomError::Local(error)),
         reply => Ok(reply),
     }
+}
+
+/// The command of a data packet, waited for or posted.
+fn data_command(payload: Bytes, topic: Option<&str>, reliable: bool, destinations: &[String]) -> LocalCommand {
+    LocalCommand::SendData { payload, topic: topic.map(str::to_owned), reliable, destinations: destinations.to_vec() }
 }
 
 /// Hands a command to the room without waiting: refused at once when the room's post queue is
