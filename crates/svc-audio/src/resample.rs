@@ -7,8 +7,9 @@
 //! brings it back up (16/24 kHz → 48 kHz); a phone call's media path (`svc-rtp`) converts between
 //! the room and G.711's 8 kHz both ways. One [`Resampler`] per direction per stream.
 //!
-//! How: all supported ratios are integer (`L = 1` or `M = 1` in an `L/M` rational resampler),
-//! so a polyphase FIR is exact. The prototype low-pass is a Kaiser-windowed sinc designed at the
+//! How: a rational `L/M` polyphase FIR (the ratio reduced by its greatest common divisor: 48 kHz
+//! → 16 kHz is 1/3, 24 kHz → 16 kHz 2/3, espeak-ng's 22.05 kHz → 24 kHz 160/147), so every output
+//! sample is exactly one phase's dot product with the newest inputs. The prototype low-pass is a Kaiser-windowed sinc designed at the
 //! up-sampled rate with its cutoff at 0.45 × the lower sample rate (pass band to 0.4×, stop band
 //! from 0.5×, i.e. the lower Nyquist, ~80 dB attenuation), which removes aliases when going down
 //! and images when going up. Each phase is normalised to unity DC gain.
@@ -27,11 +28,19 @@ const PASS_EDGE: f64 = 0.40;
 /// Stop-band edge as a fraction of the lower of the two sample rates (its Nyquist).
 const STOP_EDGE: f64 = 0.50;
 
+/// The highest sample rate a [`Resampler`] takes or gives.
+pub const MAX_RATE_HZ: u32 = 384_000;
+/// The largest term of a reduced ratio `L/M` (the filter holds about `L` × 50 coefficients).
+pub const MAX_FACTOR: usize = 1_000;
+
 /// Why a [`Resampler`] cannot be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum ResampleError {
-    /// The rate pair is not one of the supported conversions.
-    #[error("unsupported resampling {from_hz} Hz -> {to_hz} Hz (supported: 48000 <-> 8000/16000/24000)")]
+    /// The rate pair is not a supported conversion (a rate of 0 or above [`MAX_RATE_HZ`], or a
+    /// ratio whose reduced terms exceed [`MAX_FACTOR`]).
+    #[error(
+        "unsupported resampling {from_hz} Hz -> {to_hz} Hz (supported: rates 1..=384000 Hz whose ratio reduces to terms of at most 1000)"
+    )]
     Unsupported {
         /// Requested input rate.
         from_hz: u32,
@@ -42,8 +51,9 @@ pub enum ResampleError {
 
 /// Streaming polyphase resampler for mono i16 PCM.
 ///
-/// Supported: 48000 → 8000, 16000, 24000; 8000, 16000, 24000 → 48000; and any rate to itself
-/// (a pass-through with zero latency).
+/// Any two rates up to [`MAX_RATE_HZ`] whose ratio reduces to terms of at most [`MAX_FACTOR`]
+/// (every rate pair of the room, the providers, the phone and espeak-ng); a rate to itself is a
+/// pass-through with zero latency.
 #[derive(Debug, Clone)]
 pub struct Resampler {
     from_hz: u32,
@@ -72,18 +82,18 @@ impl Resampler {
     ///
     /// # Errors
     ///
-    /// [`ResampleError::Unsupported`] unless the pair is one of those listed on [`Resampler`].
+    /// [`ResampleError::Unsupported`] for a rate of 0 or above [`MAX_RATE_HZ`], or a ratio whose
+    /// reduced terms exceed [`MAX_FACTOR`].
     pub fn new(from_hz: u32, to_hz: u32) -> Result<Self, ResampleError> {
-        let (up, down) = match (from_hz, to_hz) {
-            (f, t) if f == t && f > 0 => (1, 1),
-            (48_000, 24_000) => (1, 2),
-            (48_000, 16_000) => (1, 3),
-            (48_000, 8_000) => (1, 6),
-            (24_000, 48_000) => (2, 1),
-            (16_000, 48_000) => (3, 1),
-            (8_000, 48_000) => (6, 1),
-            _ => return Err(ResampleError::Unsupported { from_hz, to_hz }),
-        };
+        let unsupported = ResampleError::Unsupported { from_hz, to_hz };
+        if from_hz == 0 || to_hz == 0 || from_hz > MAX_RATE_HZ || to_hz > MAX_RATE_HZ {
+            return Err(unsupported);
+        }
+        let common = gcd(from_hz, to_hz);
+        let (up, down) = ((to_hz / common) as usize, (from_hz / common) as usize);
+        if up > MAX_FACTOR || down > MAX_FACTOR {
+            return Err(unsupported);
+        }
         Ok(Self::design(from_hz, to_hz, up, down))
     }
 
@@ -97,7 +107,7 @@ impl Resampler {
         Self::design(8_000, 48_000, 6, 1)
     }
 
-    /// The filter for `from_hz * up / down = to_hz`, `up` or `down` being 1.
+    /// The filter for `from_hz * up / down = to_hz` (`up` and `down` coprime).
     fn design(from_hz: u32, to_hz: u32, up: usize, down: usize) -> Self {
         if up == 1 && down == 1 {
             return Self {
@@ -120,7 +130,12 @@ impl Resampler {
         let transition = (STOP_EDGE - PASS_EDGE) * low / rate;
         let cutoff = 0.5 * (PASS_EDGE + STOP_EDGE) * low / rate;
         let order = (ATTENUATION_DB - 8.0) / (2.285 * 2.0 * std::f64::consts::PI * transition);
-        let step = up * down;
+        // The group delay is a whole number of input and output samples when one factor is 1
+        // (the room's, the providers' and the phone's ratios: latency and flush are exact); for
+        // a fractional ratio a multiple of `up * down` would make the filter hundreds of times
+        // longer than its design (160 × 147 for 22.05 → 24 kHz), so the delay is a whole number
+        // of input samples and its output-side figure rounds down (under one output sample off).
+        let step = if up == 1 || down == 1 { up * down } else { up };
         let half = ((order / 2.0).ceil() as usize).div_ceil(step) * step;
         let length = 2 * half + 1;
         let taps = length.div_ceil(up);
@@ -160,7 +175,8 @@ impl Resampler {
     }
 
     /// Delay introduced by the filter, in output samples: output sample `k + latency_samples()`
-    /// corresponds to input time `k` (expressed at the output rate).
+    /// corresponds to input time `k` (expressed at the output rate; rounded down for a
+    /// fractional ratio).
     pub fn latency_samples(&self) -> usize {
         self.group_delay / self.down
     }
@@ -213,6 +229,35 @@ impl Resampler {
         }
         self.next -= self.up;
     }
+}
+
+/// Converts a whole clip (a sentence of speech, a test signal) from `from_hz` to `to_hz`: the
+/// stream resampled and flushed, with the filter's delay taken off, so the result lines up with
+/// the input and lasts as long (`len × to / from` samples, rounded).
+///
+/// # Errors
+///
+/// [`ResampleError::Unsupported`] as for [`Resampler::new`].
+pub fn resample_clip(pcm: &[i16], from_hz: u32, to_hz: u32) -> Result<Vec<i16>, ResampleError> {
+    let mut resampler = Resampler::new(from_hz, to_hz)?;
+    let mut out = Vec::new();
+    resampler.process(pcm, &mut out);
+    resampler.flush(&mut out);
+    let length = (pcm.len() as u64 * u64::from(to_hz) + u64::from(from_hz) / 2) / u64::from(from_hz);
+    // The delay to the nearest output sample (a fractional ratio's is not a whole number).
+    let delay = (resampler.group_delay + resampler.down / 2) / resampler.down;
+    let start = delay.min(out.len());
+    out.drain(..start);
+    out.resize(usize::try_from(length).unwrap_or(usize::MAX), 0);
+    Ok(out)
+}
+
+/// Greatest common divisor.
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// Dot product with eight independent accumulators (lets the compiler vectorise the loop while
@@ -354,6 +399,58 @@ mod tests {
         }
     }
 
+    #[test]
+    fn fractional_ratios_keep_a_tone() {
+        // espeak-ng to the local provider, Gemini's speech into a 16 kHz recording and back,
+        // CD-rate WAVs to and from the room.
+        for (from, to) in [(22_050, 24_000), (24_000, 16_000), (16_000, 24_000), (44_100, 48_000), (48_000, 44_100)] {
+            let out = run(from, to, &sine(from, 1000.0, 10_000.0, from as usize));
+            let s = settled(&out, to);
+            let zc = zero_crossings(s);
+            assert!((999..=1001).contains(&zc), "{from} -> {to}: {zc} zero crossings");
+            let err_db = 20.0 * (goertzel(s, to, 1000.0) / 10_000.0).log10();
+            assert!(err_db.abs() < 0.5, "{from} -> {to}: amplitude error {err_db} dB");
+        }
+    }
+
+    #[test]
+    fn fractional_ratios_reject_what_would_alias_and_their_images() {
+        // 10 kHz cannot exist at 16 kHz: going down from 24 kHz it must be removed, not folded to 6 kHz.
+        let out = run(24_000, 16_000, &sine(24_000, 10_000.0, 10_000.0, 24_000));
+        let folded_db = 20.0 * (goertzel(settled(&out, 16_000), 16_000, 6_000.0) / 10_000.0).log10();
+        assert!(folded_db < -60.0, "10 kHz folded to 6 kHz at only {folded_db} dB");
+        // Going up from 22.05 kHz, a 10 kHz tone's image at 12.05 kHz must be gone.
+        let out = run(22_050, 24_000, &sine(22_050, 10_000.0, 10_000.0, 22_050));
+        let image_db = 20.0 * (goertzel(settled(&out, 24_000), 24_000, 12_050.0) / 10_000.0).log10();
+        assert!(image_db < -60.0, "image at 12.05 kHz only {image_db} dB down");
+    }
+
+    #[test]
+    fn a_clip_lines_up_with_its_input_and_lasts_as_long() {
+        let from = sine(22_050, 440.0, 10_000.0, 22_050);
+        let to = resample_clip(&from, 22_050, 24_000).expect("supported");
+        assert_eq!(to.len(), 24_000);
+        let reference = sine(24_000, 440.0, 10_000.0, 24_000);
+        // Away from the edges the clip is the same tone sampled at the new rate, shifted by less
+        // than half a sample (a fractional ratio's delay rounded): no other shift fits better.
+        let error = |shift: usize| -> f64 {
+            to[500 + shift..23_000 + shift]
+                .iter()
+                .zip(&reference[502..23_002])
+                .map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs())
+                .sum::<f64>()
+                / 22_500.0
+        };
+        let best = (0..5).min_by(|a, b| error(*a).total_cmp(&error(*b)));
+        assert_eq!(best, Some(2), "errors by shift −2..=2: {:?}", (0..5).map(error).collect::<Vec<_>>());
+        assert!(error(2) < 400.0, "mean error {}", error(2));
+        let room = resample_clip(&sine(48_000, 440.0, 10_000.0, 960), 48_000, 16_000).expect("supported");
+        assert_eq!(room.len(), 320);
+        assert_eq!(resample_clip(&from, 22_050, 22_050), Ok(from.clone()));
+        assert_eq!(resample_clip(&[], 22_050, 24_000), Ok(Vec::new()));
+        assert!(resample_clip(&from, 22_050, 0).is_err());
+    }
+
     /// Tiny deterministic PRNG (xorshift) so the test needs no dependency.
     fn xorshift(state: &mut u64) -> u64 {
         *state ^= *state << 13;
@@ -366,9 +463,16 @@ mod tests {
     fn chunked_equals_one_shot_bit_exact() {
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         let noise: Vec<i16> = (0..20_000).map(|_| (xorshift(&mut rng) >> 48) as i16).collect();
-        for (from, to) in
-            [(48_000, 24_000), (48_000, 16_000), (48_000, 8_000), (24_000, 48_000), (16_000, 48_000), (48_000, 48_000)]
-        {
+        for (from, to) in [
+            (48_000, 24_000),
+            (48_000, 16_000),
+            (48_000, 8_000),
+            (24_000, 48_000),
+            (16_000, 48_000),
+            (48_000, 48_000),
+            (22_050, 24_000),
+            (24_000, 16_000),
+        ] {
             let one_shot = run(from, to, &noise);
             let mut r = Resampler::new(from, to).expect("supported");
             let mut chunked = Vec::new();
@@ -454,7 +558,7 @@ mod tests {
 
     #[test]
     fn unsupported_ratios_are_typed_errors() {
-        for (from, to) in [(44_100, 16_000), (48_000, 44_100), (8_000, 16_000), (16_000, 24_000), (0, 0), (48_000, 0)] {
+        for (from, to) in [(0, 0), (48_000, 0), (0, 16_000), (400_000, 48_000), (48_000, 44_101), (1_009, 1_013)] {
             assert_eq!(Resampler::new(from, to).err(), Some(ResampleError::Unsupported { from_hz: from, to_hz: to }));
         }
     }

@@ -61,7 +61,7 @@ pub fn available() -> bool {
 /// [`TtsError::Missing`] without the program; [`TtsError::Failed`] when it fails.
 pub fn speak(text: &str, voice: &Voice) -> Result<Vec<i16>, TtsError> {
     let (pcm, rate) = speak_native(text, voice)?;
-    Ok(resample(&pcm, rate, RATE_HZ))
+    svc_audio::resample::resample_clip(&pcm, rate, RATE_HZ).map_err(|error| TtsError::Failed(error.to_string()))
 }
 
 /// Speaks `text` with `voice` at espeak-ng's own rate: `(mono PCM16, rate)`.
@@ -97,69 +97,9 @@ pub fn speak_native(text: &str, voice: &Voice) -> Result<(Vec<i16>, u32), TtsErr
     Ok((wav.to_mono(), wav.sample_rate))
 }
 
-/// Half-width of the interpolation kernel, in input samples.
-const KERNEL_HALF: isize = 16;
-
-/// Converts a whole clip from `from` Hz to `to` Hz by windowed-sinc interpolation (a Hann window
-/// over 32 input samples, cut off below the lower Nyquist frequency). For a sentence at a time:
-/// it keeps no state between calls.
-pub fn resample(pcm: &[i16], from: u32, to: u32) -> Vec<i16> {
-    if from == to || pcm.is_empty() || from == 0 || to == 0 {
-        return pcm.to_vec();
-    }
-    let ratio = f64::from(to) / f64::from(from);
-    let cutoff = ratio.min(1.0);
-    let out_len = (pcm.len() as f64 * ratio).round() as usize;
-    let mut out = Vec::with_capacity(out_len);
-    for n in 0..out_len {
-        let position = n as f64 / ratio;
-        let center = position.floor() as isize;
-        let mut acc = 0.0f64;
-        let mut norm = 0.0f64;
-        for k in (center - KERNEL_HALF + 1)..=(center + KERNEL_HALF) {
-            let Some(&sample) = usize::try_from(k).ok().and_then(|k| pcm.get(k)) else { continue };
-            let x = position - k as f64;
-            let sinc = if x.abs() < 1e-9 {
-                1.0
-            } else {
-                (std::f64::consts::PI * x * cutoff).sin() / (std::f64::consts::PI * x * cutoff)
-            };
-            let window = 0.5 + 0.5 * (std::f64::consts::PI * x / KERNEL_HALF as f64).cos();
-            let weight = sinc * window;
-            acc += f64::from(sample) * weight;
-            norm += weight;
-        }
-        let value = if norm.abs() > 1e-9 { acc / norm } else { 0.0 };
-        out.push(value.round().clamp(-32_768.0, 32_767.0) as i16);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tone(rate: u32, hz: f64, seconds: f64) -> Vec<i16> {
-        (0..(f64::from(rate) * seconds) as usize)
-            .map(|n| ((n as f64 / f64::from(rate) * hz * std::f64::consts::TAU).sin() * 10_000.0) as i16)
-            .collect()
-    }
-
-    #[test]
-    fn resampling_keeps_the_pitch_and_the_length() {
-        let from = tone(ESPEAK_RATE_HZ, 440.0, 1.0);
-        let to = resample(&from, ESPEAK_RATE_HZ, RATE_HZ);
-        assert_eq!(to.len(), RATE_HZ as usize);
-        let reference = tone(RATE_HZ, 440.0, 1.0);
-        // Away from the edges the result is the same tone sampled at the new rate.
-        let error: f64 = to[100..23_900]
-            .iter()
-            .zip(&reference[100..23_900])
-            .map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs())
-            .sum::<f64>()
-            / 23_800.0;
-        assert!(error < 150.0, "mean error {error}");
-    }
 
     #[test]
     fn voice_names_cannot_smuggle_options() {

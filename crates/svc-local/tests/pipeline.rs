@@ -42,7 +42,7 @@ fn setup(instructions: &str) -> SessionSetup {
 fn speech_16k(text: &str) -> Vec<i16> {
     let voice = svc_local::tts::Voice { name: "en-us".to_owned(), words_per_minute: 150 };
     let (pcm, rate) = svc_local::tts::speak_native(text, &voice).expect("espeak-ng speaks");
-    svc_local::tts::resample(&pcm, rate, 16_000)
+    svc_audio::resample::resample_clip(&pcm, rate, 16_000).expect("espeak-ng's rate converts")
 }
 
 async fn send_speech(session: &ProviderSession, pcm: &[i16]) {
@@ -142,7 +142,7 @@ async fn a_spoken_question_is_transcribed_answered_and_spoken() {
     assert!(audio_seconds > 0.5, "the reply is spoken: {audio_seconds:.2} s");
     // What was spoken is the reply: Whisper reads espeak-ng's speech back.
     let whisper = engines.whisper().expect("whisper");
-    let back = svc_local::tts::resample(&audio, svc_local::tts::RATE_HZ, 16_000);
+    let back = svc_audio::resample::resample_clip(&audio, svc_local::tts::RATE_HZ, 16_000).expect("24 kHz converts");
     let samples: Vec<f32> = back.iter().map(|&s| f32::from(s) / 32_768.0).collect();
     let read_back = whisper.transcribe(&samples).expect("transcribes").text;
     let reply_wer = wer(&reply, &read_back);

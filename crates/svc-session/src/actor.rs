@@ -69,11 +69,18 @@ pub struct Recording {
     /// Where it goes.
     pub file: RecordingFile,
     /// Brings the agent's PCM (the provider's output rate) to the recording's rate when they
-    /// differ: made for the first rate seen, remade if it changes (see [`agent_rate_steps`]).
-    pub agent_resampler: Option<(u32, Vec<svc_audio::resample::Resampler>)>,
+    /// differ: made for the first rate seen, remade if it changes.
+    pub agent_resampler: Option<(u32, svc_audio::resample::Resampler)>,
+    /// The agent's frame at the recording's rate (reused, so a frame costs no allocation).
+    pub agent_scratch: Vec<i16>,
 }
 
 impl Recording {
+    /// A recording written to `file`, both lanes placed by `aligner`.
+    pub fn new(aligner: StereoAligner, file: RecordingFile) -> Recording {
+        Recording { aligner, file, agent_resampler: None, agent_scratch: Vec::new() }
+    }
+
     /// Adds the agent's PCM at `rate_hz`, just played at `now`.
     fn push_agent(&mut self, now: Instant, pcm: &[i16], rate_hz: u32) {
         let rate = self.aligner.rate_hz();
@@ -82,36 +89,18 @@ impl Recording {
             return;
         }
         if self.agent_resampler.as_ref().is_none_or(|(from, _)| *from != rate_hz) {
-            match agent_rate_steps(rate_hz, rate) {
-                Ok(steps) => self.agent_resampler = Some((rate_hz, steps)),
+            match svc_audio::resample::Resampler::new(rate_hz, rate) {
+                Ok(resampler) => self.agent_resampler = Some((rate_hz, resampler)),
                 Err(error) => {
                     tracing::debug!(%error, rate_hz, "the agent's audio cannot be recorded at this rate");
                     return;
                 }
             }
         }
-        let Some((_, steps)) = self.agent_resampler.as_mut() else { return };
-        let mut resampled = pcm.to_vec();
-        for step in steps {
-            let mut out = Vec::with_capacity(resampled.len() * 6 + 1);
-            step.process(&resampled, &mut out);
-            resampled = out;
-        }
-        self.aligner.push(AGENT, now, &resampled);
-    }
-}
-
-/// The resamplers that bring `from_hz` to `to_hz`: one where svc-audio converts directly (to or
-/// from 48 kHz), else two through 48 kHz (the agent's 24 kHz speech into a 16 kHz recording, as
-/// with Gemini and the local provider).
-fn agent_rate_steps(
-    from_hz: u32,
-    to_hz: u32,
-) -> Result<Vec<svc_audio::resample::Resampler>, svc_audio::resample::ResampleError> {
-    use svc_audio::resample::Resampler;
-    match Resampler::new(from_hz, to_hz) {
-        Ok(direct) => Ok(vec![direct]),
-        Err(_) => Ok(vec![Resampler::new(from_hz, 48_000)?, Resampler::new(48_000, to_hz)?]),
+        let Some((_, resampler)) = self.agent_resampler.as_mut() else { return };
+        self.agent_scratch.clear();
+        resampler.process(pcm, &mut self.agent_scratch);
+        self.aligner.push(AGENT, now, &self.agent_scratch);
     }
 }
 
@@ -513,13 +502,10 @@ mod tests {
     #[test]
     fn the_agents_24_khz_speech_is_recorded_at_16_khz() {
         // Gemini and the local provider speak at 24 kHz into a 16 kHz recording.
-        let steps = agent_rate_steps(24_000, 16_000).map(|steps| steps.len());
-        assert_eq!(steps, Ok(2), "through 48 kHz");
-        assert_eq!(agent_rate_steps(24_000, 48_000).map(|steps| steps.len()), Ok(1));
         let origin = Instant::now();
         let dir = std::env::temp_dir().join(format!("svc-actor-rec-{}", std::process::id()));
         let file = RecordingFile::create(&dir, "s", 16_000).expect("a recording file");
-        let mut recording = Recording { aligner: StereoAligner::new(16_000, origin), file, agent_resampler: None };
+        let mut recording = Recording::new(StereoAligner::new(16_000, origin), file);
         // One second of a 440 Hz tone at 24 kHz, in 20 ms frames.
         let tone: Vec<i16> = (0..24_000)
             .map(|i| ((i as f64 * 440.0 * std::f64::consts::TAU / 24_000.0).sin() * 8_000.0) as i16)

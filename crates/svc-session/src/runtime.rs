@@ -376,7 +376,7 @@ impl Runtime {
                 return None;
             }
         };
-        Some(Recording { aligner: StereoAligner::new(rate_hz, started), file, agent_resampler: None })
+        Some(Recording::new(StereoAligner::new(rate_hz, started), file))
     }
 
     /// Ends every session (each says `session-ended` with reason `server_shutdown` and stores its

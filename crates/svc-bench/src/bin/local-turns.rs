@@ -267,7 +267,7 @@ fn models() -> PathBuf {
 fn question_frames(text: &str, (name, words_per_minute): (&str, u32)) -> anyhow::Result<Vec<Arc<[u8]>>> {
     let voice = Voice { name: name.to_owned(), words_per_minute };
     let (pcm, rate) = tts::speak_native(text, &voice)?;
-    let pcm = tts::resample(&pcm, rate, 48_000);
+    let pcm = svc_audio::resample::resample_clip(&pcm, rate, 48_000)?;
     let voiced = |sample: &i16| sample.unsigned_abs() > 300;
     let first = pcm.iter().position(voiced).unwrap_or(0);
     let last = pcm.iter().rposition(voiced).map_or(pcm.len(), |at| at + 1);

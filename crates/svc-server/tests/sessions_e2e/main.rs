@@ -643,7 +643,7 @@ async fn a_local_agent_hears_the_user_and_answers_aloud() {
         svc_local::tts::speak_native(LOCAL_QUESTION, &svc_local::tts::Voice::named("en-us")).expect("espeak-ng speaks");
     let mic = world.dir.join("question.wav");
     let file = std::fs::File::create(&mic).expect("mic file");
-    let mut question = svc_local::tts::resample(&pcm, rate, 48_000);
+    let mut question = svc_audio::resample::resample_clip(&pcm, rate, 48_000).expect("espeak-ng's rate converts");
     question.splice(0..0, std::iter::repeat_n(0i16, 9_600));
     svc_audio::wav::write_wav(file, 48_000, 1, &question).expect("mic");
     let mic_arg = mic.display().to_string();

@@ -371,10 +371,6 @@ pub(crate) fn resample(pcm: &[i16], from: u32, to: u32) -> Vec<i16> {
     if from == to {
         return pcm.to_vec();
     }
-    if from != 48_000 && to != 48_000 {
-        // The resampler converts to and from the room's rate; go through it.
-        return resample(&resample(pcm, from, 48_000), 48_000, to);
-    }
     let mut resampler = Resampler::new(from, to).expect("resampler");
     let mut out = Vec::new();
     resampler.process(pcm, &mut out);
