@@ -34,6 +34,11 @@ use crate::recording::Recorder;
 
 /// Largest upstream frame accepted (audio deltas are a few KiB; setups echo a few hundred).
 pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
+/// Most bytes one socket read takes. tungstenite zero-fills its read buffer up to this size before
+/// every read (128 KiB by default): at 100 sessions that memset alone was ~3 % of svc's CPU
+/// (docs/benchmarks.md, "the provider socket's read buffer"). A provider message is a few KiB, and
+/// a larger one is still read whole, in more reads.
+const READ_BUFFER_BYTES: usize = 16 << 10;
 /// How long one connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -336,7 +341,8 @@ async fn open(request: ConnectRequest, tls: Arc<rustls::ClientConfig>) -> Result
         let value = HeaderValue::from_str(value).map_err(|error| failure(error.to_string()))?;
         http.headers_mut().insert(name, value);
     }
-    let config = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE_BYTES));
+    let config =
+        WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE_BYTES)).read_buffer_size(READ_BUFFER_BYTES);
     let connect =
         tokio_tungstenite::connect_async_tls_with_config(http, Some(config), true, Some(Connector::Rustls(tls)));
     match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {

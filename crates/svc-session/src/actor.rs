@@ -73,12 +73,18 @@ pub struct Recording {
     pub agent_resampler: Option<(u32, svc_audio::resample::Resampler)>,
     /// The agent's frame at the recording's rate (reused, so a frame costs no allocation).
     pub agent_scratch: Vec<i16>,
+    /// The next block of the file (reused).
+    pub bytes: Vec<u8>,
 }
+
+/// The recording is written in blocks of this much audio (at most this much more is held in
+/// memory, ~13 KB at 16 kHz).
+const RECORDING_BLOCK_MS: u64 = 200;
 
 impl Recording {
     /// A recording written to `file`, both lanes placed by `aligner`.
     pub fn new(aligner: StereoAligner, file: RecordingFile) -> Recording {
-        Recording { aligner, file, agent_resampler: None, agent_scratch: Vec::new() }
+        Recording { aligner, file, agent_resampler: None, agent_scratch: Vec::new(), bytes: Vec::new() }
     }
 
     /// Adds the agent's PCM at `rate_hz`, just played at `now`.
@@ -269,14 +275,15 @@ impl<R: AgentRoom> SessionActor<R> {
         finish
     }
 
-    /// Moves recorded audio that is old enough into the file.
+    /// Moves recorded audio that is old enough into the file, a block at a time (called with
+    /// every frame; writing per frame cost ~1.5 % of svc's CPU at 100 sessions).
     fn flush_recording(&mut self, now: Instant) {
         let Some(recording) = self.recording.as_mut() else { return };
-        let ready = recording.aligner.drain(now);
-        if ready.is_empty() {
+        if recording.aligner.ready(now) < u64::from(recording.aligner.rate_hz()) * RECORDING_BLOCK_MS / 1000 {
             return;
         }
-        if let Err(error) = recording.file.append(&ready) {
+        recording.aligner.drain_bytes(now, &mut recording.bytes);
+        if let Err(error) = recording.file.append_bytes(&recording.bytes) {
             tracing::warn!(session.id = %self.core.session_id(), %error, "recording write failed; recording stops");
             if let Some(recording) = self.recording.take() {
                 recording.file.discard();

@@ -94,9 +94,41 @@ impl StereoAligner {
 
     /// Interleaved samples up to [`DELAY`] before `now`.
     pub fn drain(&mut self, now: Instant) -> Vec<i16> {
-        let delay = u64::from(self.rate_hz) * DELAY.as_millis() as u64 / 1000;
-        let up_to = self.samples_at(now).saturating_sub(delay);
+        let up_to = self.writable_to(now);
         self.drain_to(up_to)
+    }
+
+    /// Samples per channel [`drain`](Self::drain) would hand out at `now`.
+    pub fn ready(&self, now: Instant) -> u64 {
+        self.writable_to(now).saturating_sub(self.flushed)
+    }
+
+    /// Interleaved samples up to [`DELAY`] before `now`, written into `out` (cleared first) as
+    /// little-endian PCM16: the file's bytes, with no allocation once `out` has grown.
+    pub fn drain_bytes(&mut self, now: Instant, out: &mut Vec<u8>) {
+        out.clear();
+        let up_to = self.writable_to(now);
+        if up_to <= self.flushed {
+            return;
+        }
+        let count = (up_to - self.flushed) as usize;
+        out.reserve(count * 4);
+        let [user, agent] = &mut self.lanes;
+        for lane in [&mut *user, &mut *agent] {
+            if lane.buf.len() < count {
+                lane.buf.resize(count, 0);
+            }
+        }
+        for (left, right) in user.buf.drain(..count).zip(agent.buf.drain(..count)) {
+            out.extend_from_slice(&left.to_le_bytes());
+            out.extend_from_slice(&right.to_le_bytes());
+        }
+        self.flushed = up_to;
+    }
+
+    fn writable_to(&self, now: Instant) -> u64 {
+        let delay = u64::from(self.rate_hz) * DELAY.as_millis() as u64 / 1000;
+        self.samples_at(now).saturating_sub(delay)
     }
 
     /// Everything that is left.
@@ -147,6 +179,14 @@ impl RecordingFile {
         let mut file = BufWriter::with_capacity(64 * 1024, File::create(&partial)?);
         file.write_all(&header(rate_hz, 0))?;
         Ok(RecordingFile { partial, done, relative, file, data_bytes: 0, rate_hz })
+    }
+
+    /// Appends interleaved stereo samples already in the file's byte order
+    /// ([`StereoAligner::drain_bytes`]).
+    pub fn append_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.file.write_all(bytes)?;
+        self.data_bytes += bytes.len() as u64;
+        Ok(())
     }
 
     /// Appends interleaved stereo samples.
@@ -222,6 +262,32 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn drained_bytes_are_the_interleaved_samples_in_the_files_byte_order() {
+        let t0 = Instant::now();
+        let pushes = |aligner: &mut StereoAligner| {
+            for k in 1..=30u64 {
+                aligner.push(USER, t0 + ms(20 * k), &[i16::try_from(k).unwrap_or(0); 320]);
+                if k > 10 {
+                    aligner.push(AGENT, t0 + ms(20 * k + 3), &[-300; 480][..320]);
+                }
+            }
+        };
+        let (mut samples, mut bytes) = (StereoAligner::new(RATE, t0), StereoAligner::new(RATE, t0));
+        pushes(&mut samples);
+        pushes(&mut bytes);
+        let now = t0 + ms(900);
+        assert_eq!(bytes.ready(now), 500 * u64::from(RATE) / 1000, "900 ms less the 400 ms delay");
+        let expected: Vec<u8> = samples.drain(now).iter().flat_map(|sample| sample.to_le_bytes()).collect();
+        let mut out = vec![7; 3];
+        bytes.drain_bytes(now, &mut out);
+        assert_eq!(out, expected);
+        assert_eq!(bytes.ready(now), 0);
+        bytes.drain_bytes(now, &mut out);
+        assert!(out.is_empty(), "nothing twice");
+        assert_eq!(bytes.drain_all(), samples.drain_all(), "the rest is the same");
     }
 
     #[test]
