@@ -9,10 +9,10 @@
 //!
 //! How: a rational `L/M` polyphase FIR (the ratio reduced by its greatest common divisor: 48 kHz
 //! → 16 kHz is 1/3, 24 kHz → 16 kHz 2/3, espeak-ng's 22.05 kHz → 24 kHz 160/147), so every output
-//! sample is exactly one phase's dot product with the newest inputs. The prototype low-pass is a Kaiser-windowed sinc designed at the
-//! up-sampled rate with its cutoff at 0.45 × the lower sample rate (pass band to 0.4×, stop band
-//! from 0.5×, i.e. the lower Nyquist, ~80 dB attenuation), which removes aliases when going down
-//! and images when going up. Each phase is normalised to unity DC gain.
+//! sample is exactly one phase's dot product with the newest inputs. The prototype low-pass is a
+//! Kaiser-windowed sinc designed at the up-sampled rate with its cutoff at 0.45 × the lower sample
+//! rate (pass band to 0.4×, stop band from 0.5×, i.e. the lower Nyquist, ~80 dB attenuation),
+//! which removes aliases when going down and images when going up. Each phase is normalised to unity DC gain.
 //!
 //! Streaming: input is pushed sample by sample into a doubled delay line, so arbitrary chunk
 //! sizes give bit-identical output to one-shot processing; `process` does not allocate beyond
