@@ -18,8 +18,9 @@
 //! - [`wav`]: reading and writing PCM16 WAV files, for tests, benchmarks and recordings.
 //! - [`analysis`]: normalised cross-correlation and levels, to check received audio against what
 //!   was sent.
-//! - [`resample`]: [`resample::Resampler`], streaming band-limited resampling between the room's
-//!   48 kHz and the providers' rates.
+//! - [`resample`]: [`resample::Resampler`], streaming band-limited resampling between any two
+//!   rates of the room, the providers, the phone and espeak-ng (any ratio reducing to small
+//!   terms), and [`resample::resample_clip`] for a whole sentence.
 //!
 //! Everything works at [`SAMPLE_RATE_HZ`] with one channel unless a type says otherwise.
 //!
