@@ -108,22 +108,11 @@ impl StereoAligner {
     pub fn drain_bytes(&mut self, now: Instant, out: &mut Vec<u8>) {
         out.clear();
         let up_to = self.writable_to(now);
-        if up_to <= self.flushed {
-            return;
-        }
-        let count = (up_to - self.flushed) as usize;
-        out.reserve(count * 4);
-        let [user, agent] = &mut self.lanes;
-        for lane in [&mut *user, &mut *agent] {
-            if lane.buf.len() < count {
-                lane.buf.resize(count, 0);
-            }
-        }
-        for (left, right) in user.buf.drain(..count).zip(agent.buf.drain(..count)) {
+        out.reserve(up_to.saturating_sub(self.flushed) as usize * 4);
+        self.take_to(up_to, |left, right| {
             out.extend_from_slice(&left.to_le_bytes());
             out.extend_from_slice(&right.to_le_bytes());
-        }
-        self.flushed = up_to;
+        });
     }
 
     fn writable_to(&self, now: Instant) -> u64 {
@@ -138,18 +127,28 @@ impl StereoAligner {
     }
 
     fn drain_to(&mut self, up_to: u64) -> Vec<i16> {
+        let mut out = Vec::with_capacity(up_to.saturating_sub(self.flushed) as usize * 2);
+        self.take_to(up_to, |left, right| out.extend_from_slice(&[left, right]));
+        out
+    }
+
+    /// Hands each (user, agent) sample pair up to `up_to` to `pair`, in order; a lane with
+    /// nothing there gives silence.
+    fn take_to(&mut self, up_to: u64, mut pair: impl FnMut(i16, i16)) {
         if up_to <= self.flushed {
-            return Vec::new();
+            return;
         }
         let count = (up_to - self.flushed) as usize;
-        let mut out = Vec::with_capacity(count * 2);
-        for _ in 0..count {
-            for lane in &mut self.lanes {
-                out.push(lane.buf.pop_front().unwrap_or(0));
+        let [user, agent] = &mut self.lanes;
+        for lane in [&mut *user, &mut *agent] {
+            if lane.buf.len() < count {
+                lane.buf.resize(count, 0);
             }
         }
+        for (left, right) in user.buf.drain(..count).zip(agent.buf.drain(..count)) {
+            pair(left, right);
+        }
         self.flushed = up_to;
-        out
     }
 }
 
@@ -191,13 +190,8 @@ impl RecordingFile {
 
     /// Appends interleaved stereo samples.
     pub fn append(&mut self, interleaved: &[i16]) -> std::io::Result<()> {
-        let mut bytes = Vec::with_capacity(interleaved.len() * 2);
-        for sample in interleaved {
-            bytes.extend_from_slice(&sample.to_le_bytes());
-        }
-        self.file.write_all(&bytes)?;
-        self.data_bytes += bytes.len() as u64;
-        Ok(())
+        let bytes: Vec<u8> = interleaved.iter().flat_map(|sample| sample.to_le_bytes()).collect();
+        self.append_bytes(&bytes)
     }
 
     /// Writes the sizes, moves the file to its final name and describes it; an empty recording is
