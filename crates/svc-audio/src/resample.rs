@@ -134,7 +134,7 @@ impl Resampler {
         // (the room's, the providers' and the phone's ratios: latency and flush are exact); for
         // a fractional ratio a multiple of `up * down` would make the filter hundreds of times
         // longer than its design (160 × 147 for 22.05 → 24 kHz), so the delay is a whole number
-        // of input samples and its output-side figure rounds down (under one output sample off).
+        // of input samples and its output-side figure is rounded (at most half a sample off).
         let step = if up == 1 || down == 1 { up * down } else { up };
         let half = ((order / 2.0).ceil() as usize).div_ceil(step) * step;
         let length = 2 * half + 1;
@@ -175,10 +175,10 @@ impl Resampler {
     }
 
     /// Delay introduced by the filter, in output samples: output sample `k + latency_samples()`
-    /// corresponds to input time `k` (expressed at the output rate; rounded down for a
-    /// fractional ratio).
+    /// corresponds to input time `k` (expressed at the output rate; exact when one term of the
+    /// ratio is 1, rounded to the nearest sample otherwise).
     pub fn latency_samples(&self) -> usize {
-        self.group_delay / self.down
+        (self.group_delay + self.down / 2) / self.down
     }
 
     /// Resamples `input` (any length, including 0) and appends the result to `output`.
@@ -244,9 +244,7 @@ pub fn resample_clip(pcm: &[i16], from_hz: u32, to_hz: u32) -> Result<Vec<i16>, 
     resampler.process(pcm, &mut out);
     resampler.flush(&mut out);
     let length = (pcm.len() as u64 * u64::from(to_hz) + u64::from(from_hz) / 2) / u64::from(from_hz);
-    // The delay to the nearest output sample (a fractional ratio's is not a whole number).
-    let delay = (resampler.group_delay + resampler.down / 2) / resampler.down;
-    let start = delay.min(out.len());
+    let start = resampler.latency_samples().min(out.len());
     out.drain(..start);
     out.resize(usize::try_from(length).unwrap_or(usize::MAX), 0);
     Ok(out)
