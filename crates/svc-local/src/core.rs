@@ -280,14 +280,13 @@ impl LocalCore {
         id
     }
 
-    /// A command or audio from the runtime. [`ProviderInput::Audio`] must already be at
-    /// [`RATE_HZ`] (the shell resamples it).
+    /// A command or audio from the runtime (audio at [`RATE_HZ`], the runtime decodes to it).
     pub fn handle_input(&mut self, input: ProviderInput) {
         if self.closed {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) | ProviderInput::NativeAudio(pcm) => self.audio(&pcm),
+            ProviderInput::NativeAudio(pcm) => self.audio(&pcm),
             ProviderInput::Text(text) => {
                 self.history.push(ChatMessage::user(text));
                 self.reply();

@@ -14,16 +14,15 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use svc_audio::resample::Resampler;
 use svc_http::{HttpEvent, HttpRequest};
 use svc_llm::openai::{StreamEvent, StreamParser};
 use svc_llm::{Finish, GenerateParams, Generation};
 use svc_provider_core::session::{EVENT_CAPACITY, INPUT_CAPACITY, ProviderSession};
-use svc_provider_core::{ProviderEvent, ProviderInput, ROOM_RATE_HZ, SessionSetup};
+use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::{Job, LocalCore, Outcome, RATE_HZ};
+use crate::core::{Job, LocalCore, Outcome};
 use crate::engines::{Brain, LocalEngines, Permit};
 use crate::timing::{Stage, TurnTiming};
 use crate::tts::{self, Voice};
@@ -52,7 +51,6 @@ pub fn spawn(
         event_tx,
         outcome_tx,
         outcome_rx,
-        resampler: None,
         brain: Lane::default(),
         speech: Lane::default(),
         cancelled_through: Arc::new(AtomicU64::new(0)),
@@ -86,7 +84,6 @@ struct Shell {
     event_tx: mpsc::Sender<ProviderEvent>,
     outcome_tx: mpsc::Sender<(LaneKind, Option<Outcome>)>,
     outcome_rx: mpsc::Receiver<(LaneKind, Option<Outcome>)>,
-    resampler: Option<Resampler>,
     brain: Lane,
     speech: Lane,
     /// Generations with an id up to this are cancelled.
@@ -129,7 +126,7 @@ impl Shell {
             }
             tokio::select! {
                 input = self.input_rx.recv() => match input {
-                    Some(input) => self.input(input),
+                    Some(input) => self.core.handle_input(input),
                     // The runtime dropped its handle: the session is over.
                     None => self.core.handle_input(ProviderInput::Close),
                 },
@@ -178,27 +175,6 @@ impl Shell {
             // The session ended meanwhile.
             let _ = tx.blocking_send((LaneKind::Brain, None));
         });
-    }
-
-    fn input(&mut self, input: ProviderInput) {
-        match input {
-            ProviderInput::Audio(pcm) => {
-                let resampler = match &mut self.resampler {
-                    Some(resampler) => resampler,
-                    None => match Resampler::new(ROOM_RATE_HZ, RATE_HZ) {
-                        Ok(resampler) => self.resampler.insert(resampler),
-                        Err(error) => {
-                            tracing::warn!(%error, "no resampler from the room rate; audio dropped");
-                            return;
-                        }
-                    },
-                };
-                let mut out = Vec::with_capacity(pcm.len() / 3 + 1);
-                resampler.process(&pcm, &mut out);
-                self.core.handle_input(ProviderInput::NativeAudio(out));
-            }
-            other => self.core.handle_input(other),
-        }
     }
 
     /// Runs what the core asked for and forwards its events. `false` once it is closed and its

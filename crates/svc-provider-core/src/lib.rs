@@ -20,9 +20,6 @@ use svc_domain::start::ResolvedSession;
 use svc_domain::tools::ToolSpec;
 use svc_wire::rest::UsageTokens;
 
-/// Sample rate of the room: user audio comes in at this rate.
-pub const ROOM_RATE_HZ: u32 = 48_000;
-
 /// A tool the model may call (client tools and the server tools svc runs look the same upstream).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDecl {
@@ -356,10 +353,9 @@ impl AppendChannel {
 /// What the runtime sends to an adapter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProviderInput {
-    /// Room audio: mono PCM16 at [`ROOM_RATE_HZ`], any length (the room sends 20 ms frames).
-    Audio(Vec<i16>),
-    /// User audio already at the adapter's input rate (`svc_provider::input_rate_hz`, `svc_local::INPUT_RATE_HZ`), any length:
-    /// the runtime decodes Opus straight to that rate, so the adapter skips its resampler.
+    /// User audio, mono PCM16 at the adapter's input rate (`svc_provider::input_rate_hz`,
+    /// `svc_local::INPUT_RATE_HZ`), any length: the runtime decodes Opus straight to that rate,
+    /// so no adapter resamples what it is sent.
     NativeAudio(Vec<i16>),
     /// A typed user turn (`send-text`): the model answers it.
     Text(String),

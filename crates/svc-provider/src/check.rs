@@ -113,6 +113,8 @@ pub async fn run_recorded(
     let provider = setup.model.alias.as_str().to_owned();
     let model = setup.model.model_id.clone();
     let svc_vad = matches!(setup.model.knobs.turn_detection(), Some(svc_domain::model::TurnDetection::SvcVad));
+    // `codec_for` below refuses an unknown family, so the rate is known whenever it matters.
+    let input_rate_hz = crate::input_rate_hz(&setup.model).unwrap_or(CHECK_RATE_HZ);
     let shutdown = CancellationToken::new();
     let codec = crate::codec_for(setup, env)?;
     let mut session = crate::driver::spawn_recorded(codec, svc_http::tls_config(), shutdown.clone(), recorder.clone());
@@ -143,7 +145,7 @@ pub async fn run_recorded(
         }
         report.connect_ms = millis(started.elapsed());
         let sent_at = Instant::now();
-        send(&session.input, input, svc_vad).await;
+        send(&session.input, input, svc_vad, input_rate_hz).await;
         let mut fragments = String::new();
         let mut final_text: Option<String> = None;
         let mut audio_samples = 0u64;
@@ -234,20 +236,28 @@ fn fail_on(event: &ProviderEvent) -> Result<(), CheckError> {
     }
 }
 
-async fn send(input: &tokio::sync::mpsc::Sender<ProviderInput>, what: CheckInput, svc_vad: bool) {
+/// The rate of [`CheckInput::Audio`] (what [`read_wav`] gives).
+const CHECK_RATE_HZ: u32 = 48_000;
+
+/// Sends the check's input; audio as the runtime sends it: at the adapter's input rate, in 20 ms
+/// frames.
+async fn send(input: &tokio::sync::mpsc::Sender<ProviderInput>, what: CheckInput, svc_vad: bool, rate_hz: u32) {
     match what {
         CheckInput::Text(text) => {
             // The session ended early; its verdict says why.
             let _ = input.send(ProviderInput::Text(text)).await;
         }
         CheckInput::Audio(pcm) => {
+            // Every adapter's rate is one the resampler takes from 48 kHz (16 or 24 kHz).
+            let pcm = svc_audio::resample::resample_clip(&pcm, CHECK_RATE_HZ, rate_hz).unwrap_or(pcm);
+            let frame_samples = usize::try_from(rate_hz / 50).unwrap_or(480).max(1);
             if svc_vad {
                 // The session ended early; its verdict says why.
                 let _ = input.send(ProviderInput::ActivityStart).await;
             }
-            for frame in pcm.chunks(960) {
+            for frame in pcm.chunks(frame_samples) {
                 // The session ended early; its verdict says why.
-                let _ = input.send(ProviderInput::Audio(frame.to_vec())).await;
+                let _ = input.send(ProviderInput::NativeAudio(frame.to_vec())).await;
             }
             if svc_vad {
                 // The session ended early; its verdict says why.
@@ -256,7 +266,7 @@ async fn send(input: &tokio::sync::mpsc::Sender<ProviderInput>, what: CheckInput
             // Trailing silence lets server-side detectors end the turn.
             for _ in 0..75 {
                 // The session ended early; its verdict says why.
-                let _ = input.send(ProviderInput::Audio(vec![0; 960])).await;
+                let _ = input.send(ProviderInput::NativeAudio(vec![0; frame_samples])).await;
             }
         }
     }

@@ -12,9 +12,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
-use svc_audio::resample::Resampler;
 use svc_http::{HttpEvent, HttpRequest};
-use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, ROOM_RATE_HZ, Role, TranscriptTurn};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, Role, TranscriptTurn};
 
 use crate::usage::UsageMeter;
 
@@ -177,15 +176,12 @@ pub enum Link {
     Closed,
 }
 
-/// State every codec shares: output queues, the clock origin, user-audio resampling and the
-/// reconnect buffer, usage, the transcript (for reseeding) and the reconnect policy.
+/// State every codec shares: output queues, the clock origin, the user audio's reconnect buffer, usage, the transcript (for reseeding) and the reconnect policy.
 #[derive(Debug)]
 pub struct Core {
     out: VecDeque<Transmit>,
     events: VecDeque<ProviderEvent>,
     origin: Option<Instant>,
-    resampler: Option<Resampler>,
-    scratch: Vec<i16>,
     /// Client commands and user audio (at the provider rate) waiting for a ready link, in the
     /// order they were given: an activity signal must not overtake the audio before it.
     held: VecDeque<Held>,
@@ -227,10 +223,6 @@ impl Core {
             out: VecDeque::new(),
             events: VecDeque::new(),
             origin: None,
-            // Every provider rate we configure (16/24 kHz) is supported; `None` would mean
-            // "pass through", which keeps the session alive rather than panicking.
-            resampler: Resampler::new(ROOM_RATE_HZ, provider_rate_hz).ok(),
-            scratch: Vec::with_capacity(1024),
             held: VecDeque::new(),
             held_frames: 0,
             held_audio: 0,
@@ -374,24 +366,15 @@ impl Core {
         self.events.pop_front()
     }
 
-    /// User audio in, the part every codec shares: converted to the provider rate (room audio
-    /// resampled, `native` audio, already at the provider rate ([`ProviderInput::NativeAudio`]),
-    /// as it is); while the link is ready, returned for the codec to frame and send (`None` when
-    /// nothing came out); otherwise kept, bounded, for the ready link ([`Core::take_held`]).
-    pub fn user_audio<'a>(&'a mut self, pcm: &[i16], native: bool) -> Option<&'a [i16]> {
-        self.scratch.clear();
-        match &mut self.resampler {
-            Some(resampler) if !native => resampler.process(pcm, &mut self.scratch),
-            _ => self.scratch.extend_from_slice(pcm),
-        }
+    /// User audio in (at the provider's rate, [`ProviderInput::NativeAudio`]), the part every
+    /// codec shares: while the link is ready, returned for the codec to frame and send (`None`
+    /// when empty); otherwise kept, bounded, for the ready link ([`Core::take_held`]).
+    pub fn user_audio<'a>(&mut self, pcm: &'a [i16]) -> Option<&'a [i16]> {
         if self.link != Link::Ready {
-            // Taken out and put back so the held queue can borrow `self` meanwhile (no copy).
-            let scratch = std::mem::take(&mut self.scratch);
-            self.buffer_audio(&scratch);
-            self.scratch = scratch;
+            self.buffer_audio(pcm);
             return None;
         }
-        if self.scratch.is_empty() { None } else { Some(&self.scratch) }
+        if pcm.is_empty() { None } else { Some(pcm) }
     }
 
     /// Keeps resampled audio for when the link is ready, after what was held before it,

@@ -264,11 +264,11 @@ impl GeminiCodec {
         self.core.send(frame);
     }
 
-    fn send_audio(&mut self, pcm: &[i16], native: bool) {
+    fn send_audio(&mut self, pcm: &[i16]) {
         if self.muted {
             return;
         }
-        let Some(audio) = self.core.user_audio(pcm, native) else { return };
+        let Some(audio) = self.core.user_audio(pcm) else { return };
         let frame = audio_frame(audio);
         self.send_client(frame);
     }
@@ -680,8 +680,7 @@ impl Codec for GeminiCodec {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) => self.send_audio(&pcm, false),
-            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm, true),
+            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm),
             ProviderInput::Text(text) => {
                 let ms = self.core.ms(now);
                 self.core.record_turn(ms, Role::User, &text);

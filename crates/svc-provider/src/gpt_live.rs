@@ -375,8 +375,8 @@ impl GptLiveCodec {
         self.speech = Speech::default();
     }
 
-    fn send_audio(&mut self, pcm: &[i16], native: bool) {
-        if let Some(audio) = self.core.user_audio(pcm, native) {
+    fn send_audio(&mut self, pcm: &[i16]) {
+        if let Some(audio) = self.core.user_audio(pcm) {
             let frame = audio_frame(audio);
             self.core.send(frame);
         }
@@ -696,8 +696,7 @@ impl Codec for GptLiveCodec {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) => self.send_audio(&pcm, false),
-            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm, true),
+            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm),
             ProviderInput::Text(text) => {
                 // No user-text channel: ask for a reply as commentary (§4.4).
                 let ms = self.core.ms(now);

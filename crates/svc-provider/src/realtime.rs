@@ -199,11 +199,11 @@ impl RealtimeCodec {
 
     // ---- input ------------------------------------------------------------------------------
 
-    fn send_audio(&mut self, pcm: &[i16], native: bool) {
+    fn send_audio(&mut self, pcm: &[i16]) {
         if self.muted {
             return;
         }
-        let Some(audio) = self.core.user_audio(pcm, native) else { return };
+        let Some(audio) = self.core.user_audio(pcm) else { return };
         self.uncommitted_samples += audio.len();
         let frame = audio_frame(audio);
         self.core.send(frame);
@@ -778,8 +778,7 @@ impl Codec for RealtimeCodec {
             return;
         }
         match input {
-            ProviderInput::Audio(pcm) => self.send_audio(&pcm, false),
-            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm, true),
+            ProviderInput::NativeAudio(pcm) => self.send_audio(&pcm),
             ProviderInput::Text(text) => {
                 self.add_item(json!({"type": "message", "role": "user",
                     "content": [{"type": "input_text", "text": text}]}));

@@ -252,7 +252,6 @@ fn channel_name(channel: AppendChannel) -> &'static str {
 /// One input as a recording line's `input` object.
 pub fn describe_input(input: &ProviderInput) -> Value {
     match input {
-        ProviderInput::Audio(pcm) => json!({"kind": "audio", "samples": pcm.len(), "rms": rms(pcm)}),
         ProviderInput::NativeAudio(pcm) => json!({"kind": "native_audio", "samples": pcm.len(), "rms": rms(pcm)}),
         ProviderInput::Text(text) => json!({"kind": "text", "text": text}),
         ProviderInput::Context(text) => json!({"kind": "context", "text": text}),
@@ -276,7 +275,8 @@ pub fn describe_input(input: &ProviderInput) -> Value {
 }
 
 /// The input a recording line's `input` object describes (audio as a tone of that length and
-/// level); `None` for an object this version does not know.
+/// level); `None` for an object this version does not know (and for the 48 kHz `audio` lines of
+/// recordings made when adapters still resampled room audio).
 pub fn input_from(description: &Value) -> Option<ProviderInput> {
     let text = |key: &str| description.get(key).and_then(Value::as_str).map(str::to_owned);
     let samples = || {
@@ -285,7 +285,6 @@ pub fn input_from(description: &Value) -> Option<ProviderInput> {
         Some(tone(count, level))
     };
     Some(match description.get("kind")?.as_str()? {
-        "audio" => ProviderInput::Audio(samples()?),
         "native_audio" => ProviderInput::NativeAudio(samples()?),
         "text" => ProviderInput::Text(text("text")?),
         "context" => ProviderInput::Context(text("text")?),
@@ -376,8 +375,11 @@ mod tests {
         for input in inputs {
             assert_eq!(input_from(&describe_input(&input)).as_ref(), Some(&input));
         }
-        let audio = input_from(&describe_input(&ProviderInput::Audio(tone(960, 1200)))).expect("audio");
-        assert!(matches!(audio, ProviderInput::Audio(pcm) if pcm.len() == 960 && rms(&pcm).abs_diff(1200) <= 12));
+        let audio = input_from(&describe_input(&ProviderInput::NativeAudio(tone(960, 1200)))).expect("audio");
+        assert!(matches!(audio, ProviderInput::NativeAudio(pcm) if pcm.len() == 960 && rms(&pcm).abs_diff(1200) <= 12));
+        // Recordings made before audio went to adapters only at their own rate carry 48 kHz
+        // `audio` lines: a replay skips them rather than play them at the wrong rate.
+        assert_eq!(input_from(&json!({"kind": "audio", "samples": 960, "rms": 10})), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, WAIT, model, resampled, room_frames};
+use common::{Harness, WAIT, model, user_frames};
 use serde_json::json;
 use svc_domain::model::{EndOfSpeechSensitivity, ProviderABlock, ProviderBlock, ThinkingLevel, TurnDetection};
 use svc_domain::session_config::InterruptionSensitivity;
@@ -102,10 +102,10 @@ async fn svc_vad_turn_with_audio_transcripts_and_latest_usage() {
     fake.queue([Reply::Speak(reply.to_owned())]);
     let mut h = Harness::start(provider_a(ProviderABlock::default()), &fake).await;
     h.ready().await;
-    let frames = room_frames("recommend a city");
+    let frames = user_frames("recommend a city", 16_000);
     h.send(ProviderInput::ActivityStart).await;
     for frame in &frames {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
     }
     h.send(ProviderInput::ActivityEnd).await;
     fake.act(Action::UserTurn { transcript: "recommend a city".to_owned(), late_transcript: false, respond: false })
@@ -121,7 +121,7 @@ async fn svc_vad_turn_with_audio_transcripts_and_latest_usage() {
     assert_eq!((tokens.input_text_tokens, tokens.input_audio_tokens, tokens.input_cached_tokens), (120, 30, 64));
     assert_eq!((tokens.output_text_tokens, tokens.output_audio_tokens), (12, 48));
     assert_eq!(fake.frames("realtimeInput").len(), 2, "activityStart and activityEnd (audio is counted apart)");
-    let expected = resampled(&frames, 16_000);
+    let expected = frames.concat();
     let got = fake.audio()[0].clone();
     assert_eq!(got.len(), expected.len(), "user audio at 16 kHz, complete");
     assert!(correlation(&got, &expected) > 0.999);
@@ -236,8 +236,10 @@ async fn go_away_resumes_with_the_handle_and_loses_no_user_audio() {
     fake.set_gemini_ack_every(7);
     let mut h = Harness::start(provider_a(ProviderABlock::default()), &fake).await;
     h.ready().await;
-    let frames =
-        room_frames("a long stretch of user speech that keeps flowing across the upstream reconnect without a gap");
+    let frames = user_frames(
+        "a long stretch of user speech that keeps flowing across the upstream reconnect without a gap",
+        16_000,
+    );
     let (before, after) = frames.split_at(frames.len() / 2);
     // Each handle holds what the fake got before it: sent in steps of its handle period (and
     // the last step short of it), nothing is in flight when a handle is taken — the
@@ -245,7 +247,7 @@ async fn go_away_resumes_with_the_handle_and_loses_no_user_audio() {
     // lost (docs/API-DESIGN.md, Known quirks). Since the last handle, 3 frames are unreplayed.
     for step in before.chunks(7) {
         for frame in step {
-            h.send(ProviderInput::Audio(frame.clone())).await;
+            h.send(ProviderInput::NativeAudio(frame.clone())).await;
         }
         if step.len() == 7 {
             h.wait(|e| matches!(e, ProviderEvent::ResumptionHandle(Some(_)))).await;
@@ -259,7 +261,7 @@ async fn go_away_resumes_with_the_handle_and_loses_no_user_audio() {
     };
     assert_eq!(seconds_remaining, Some(3.0));
     for frame in after {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
     }
     h.wait(|e| matches!(e, ProviderEvent::Reconnected { resumed: true })).await;
     h.drain_for(Duration::from_millis(300)).await;
@@ -270,7 +272,7 @@ async fn go_away_resumes_with_the_handle_and_loses_no_user_audio() {
     assert_eq!(h.session.resumption_handle.borrow().as_deref().map(|h| h.starts_with("handle_")), Some(true));
     // The session holds every sample exactly once: what the old connection got after its last
     // handle was replayed on the new one, and what came during the reconnect was buffered.
-    let expected = resampled(&frames, 16_000);
+    let expected = frames.concat();
     let session_audio = fake.gemini_session_audio();
     assert_eq!(session_audio.len(), expected.len(), "no sample lost or duplicated across the resume");
     assert!(correlation(&session_audio, &expected) > 0.999);

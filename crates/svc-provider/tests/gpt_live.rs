@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, WAIT, model, resampled, room_frames};
+use common::{Harness, WAIT, model, user_frames};
 use serde_json::json;
 use svc_domain::model::{
     Delegation, ProviderBLiveBlock, ProviderBlock, ReasoningEffort, ServiceTier, ToolChoice, Verbosity,
@@ -98,9 +98,9 @@ async fn full_duplex_turn_from_transcript_timing_and_energy() {
     setup.limits.turn_gap = Duration::from_millis(300);
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
-    let frames = room_frames("book a table");
+    let frames = user_frames("book a table", 24_000);
     for frame in &frames {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
     }
     fake.act(Action::UserTurn {
         transcript: "Book a table for eight.".to_owned(),
@@ -128,7 +128,7 @@ async fn full_duplex_turn_from_transcript_timing_and_energy() {
     let voiced = speech(reply, 24_000);
     assert!(audio.len() > voiced.len(), "the stream includes trailing silence");
     assert!(correlation(&audio[..voiced.len()], &voiced) > 0.999);
-    let expected = resampled(&frames, 24_000);
+    let expected = frames.concat();
     assert_eq!(fake.audio()[0].len(), expected.len());
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, WAIT, model, resampled, room_frames};
+use common::{Harness, WAIT, model, user_frames};
 use serde_json::{Value, json};
 use svc_domain::model::{Eagerness, ProviderBBlock, ProviderBMiniBlock, ProviderBlock, TurnDetection};
 use svc_domain::session_config::InterruptionSensitivity;
@@ -104,14 +104,14 @@ async fn full_turn_streams_user_audio_and_speaks_the_reply_with_usage() {
     let reply = "Sure, your order ships on Friday.";
     fake.queue([Reply::Speak(reply.to_owned())]);
     let mut h = Harness::start(provider_b(ProviderBBlock::default()), &fake).await;
-    let frames = room_frames("where is my order");
+    let frames = user_frames("where is my order", 24_000);
     // Audio sent before the session is ready is buffered, not lost.
     for frame in &frames[..10] {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
     }
     h.ready().await;
     for frame in &frames[10..] {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
     }
     h.send(ProviderInput::Text("Where is my order?".to_owned())).await;
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
@@ -124,7 +124,7 @@ async fn full_turn_streams_user_audio_and_speaks_the_reply_with_usage() {
     );
     assert_eq!(fake.frames("response.create").len(), 1);
     // User audio arrived complete, at 24 kHz, shaped like the source.
-    let expected = resampled(&frames, 24_000);
+    let expected = frames.concat();
     let got = fake.audio()[0].clone();
     assert_eq!(got.len(), expected.len());
     assert!(correlation(&got, &expected) > 0.999);
@@ -413,11 +413,11 @@ async fn rotation_before_the_cap_loses_no_user_audio_and_never_regreets() {
     let mut h = Harness::start(setup, &fake).await;
     h.ready().await;
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
-    let mut frames = room_frames("one two three four five six seven eight nine ten eleven twelve");
+    let mut frames = user_frames("one two three four five six seven eight nine ten eleven twelve", 24_000);
     // The microphone keeps streaming: silence after the words ends the turn for server VAD.
-    frames.extend(std::iter::repeat_n(vec![0i16; 960], 40));
+    frames.extend(std::iter::repeat_n(vec![0i16; 480], 40));
     for frame in &frames {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     h.wait(|e| matches!(e, ProviderEvent::Reconnected { resumed: false })).await;
@@ -426,7 +426,7 @@ async fn rotation_before_the_cap_loses_no_user_audio_and_never_regreets() {
     assert!(fake.connections().len() >= 2);
     let audio = fake.audio();
     let total: Vec<i16> = audio.iter().flatten().copied().collect();
-    let expected = resampled(&frames, 24_000);
+    let expected = frames.concat();
     assert_eq!(total.len(), expected.len(), "every sample arrived exactly once across the two sessions");
     assert!(correlation(&total, &expected) > 0.999);
     assert!(audio[1..].iter().any(|a| !a.is_empty()), "audio continued on a new session");
@@ -536,7 +536,7 @@ async fn shutdown_and_a_dropped_runtime_both_end_the_adapter() {
     h.wait(|e| matches!(e, ProviderEvent::ToolCall { .. })).await;
     let svc_provider_core::session::ProviderSession { input, events, task, .. } = h.session;
     drop(events);
-    let _ = input.send(ProviderInput::Audio(vec![0; 960])).await;
+    let _ = input.send(ProviderInput::NativeAudio(vec![0; 480])).await;
     tokio::time::timeout(WAIT, task).await.expect("the task ends").expect("no panic");
     let output = fake.wait_for(WAIT, |r| r.message["item"]["type"] == "function_call_output").await;
     assert!(output.message["item"]["output"].as_str().is_some_and(|o| o.contains("ended")));

@@ -184,7 +184,7 @@ fn run_with_seed(seed: u64) {
             }
             if rng.below(30) == 0 {
                 codec.handle_input(now, ProviderInput::BargeIn { played_ms: rng.next() });
-                codec.handle_input(now, ProviderInput::Audio(vec![1; rng.below(2000)]));
+                codec.handle_input(now, ProviderInput::NativeAudio(vec![1; rng.below(2000)]));
             }
             pump(codec.as_mut());
         }

@@ -1,6 +1,6 @@
 //! The WebSocket itself, against a bare server (not a fake of any provider): messages arrive in
-//! binary frames as well as text frames, svc closes with 1000, and it answers a close frame the
-//! upstream sends.
+//! binary frames as well as text frames, a message larger than the read buffer arrives whole, svc
+//! closes with 1000, and it answers a close frame the upstream sends.
 
 mod common;
 
@@ -100,6 +100,30 @@ async fn messages_in_binary_frames_are_read_like_text_frames() {
     server.send(Message::binary(vec![0xff, 0x00, 0x13])).await.expect("send");
     let error = wait_for(&mut session, |e| matches!(e, ProviderEvent::Error(_))).await;
     assert!(matches!(&error, ProviderEvent::Error(e) if !e.fatal && e.code == "bad_frame"), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_message_larger_than_the_read_buffer_arrives_whole() {
+    use base64::Engine as _;
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let mut session = gemini_against(&listener);
+    let mut server = accept(&listener).await;
+    next_json(&mut server).await;
+    server.send(Message::binary(br#"{"setupComplete":{}}"#.to_vec())).await.expect("send");
+    wait_for(&mut session, |e| matches!(e, ProviderEvent::Ready { .. })).await;
+    // 1.6 s of 24 kHz audio in one binary frame: ~100 KiB, six times the driver's 16 KiB read
+    // buffer, so the frame takes several socket reads.
+    let pcm: Vec<i16> = (0..38_400).map(|i| i16::try_from(i % 2_000).expect("small") - 1_000).collect();
+    let bytes: Vec<u8> = pcm.iter().flat_map(|sample| sample.to_le_bytes()).collect();
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let message = serde_json::json!({"serverContent": {"modelTurn": {"parts": [
+        {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": data}}
+    ]}}});
+    let frame = serde_json::to_vec(&message).expect("json");
+    assert!(frame.len() > 96 << 10, "{} bytes", frame.len());
+    server.send(Message::binary(frame)).await.expect("send");
+    let event = wait_for(&mut session, |e| matches!(e, ProviderEvent::AssistantAudio { .. })).await;
+    assert_eq!(event, ProviderEvent::AssistantAudio { pcm, sample_rate: 24_000 }, "every sample, in order");
 }
 
 #[tokio::test]

@@ -262,7 +262,7 @@ fn input_given_before_the_link_is_ready_keeps_its_order() {
     drain(&mut codec);
     codec.handle_input(t0, ProviderInput::ActivityStart);
     for _ in 0..10 {
-        codec.handle_input(t0, ProviderInput::Audio(vec![800; 960]));
+        codec.handle_input(t0, ProviderInput::NativeAudio(vec![800; 320]));
     }
     codec.handle_input(t0, ProviderInput::ActivityEnd);
     codec.handle_input(t0, ProviderInput::Text("and one more thing".to_owned()));
@@ -345,7 +345,7 @@ fn activity_end_ends_the_users_turn_on_every_provider_that_lets_the_client() {
     let mut codec = openai_ready(Some(TurnDetection::ServerVad));
     send(&mut codec, &json!({"type": "input_audio_buffer.speech_started", "item_id": "u1"}));
     for _ in 0..10 {
-        codec.handle_input(Instant::now(), ProviderInput::Audio(vec![500; 960]));
+        codec.handle_input(Instant::now(), ProviderInput::NativeAudio(vec![500; 480]));
     }
     drain(&mut codec);
     codec.handle_input(Instant::now(), ProviderInput::ActivityEnd);
@@ -355,7 +355,7 @@ fn activity_end_ends_the_users_turn_on_every_provider_that_lets_the_client() {
     assert!(events.contains(&ProviderEvent::UserSpeechStopped), "{events:?}");
     // Already committed by the server: nothing to do.
     for _ in 0..10 {
-        codec.handle_input(Instant::now(), ProviderInput::Audio(vec![500; 960]));
+        codec.handle_input(Instant::now(), ProviderInput::NativeAudio(vec![500; 480]));
     }
     send(&mut codec, &json!({"type": "input_audio_buffer.committed", "item_id": "u2"}));
     drain(&mut codec);
@@ -364,7 +364,7 @@ fn activity_end_ends_the_users_turn_on_every_provider_that_lets_the_client() {
 
     // Gemini under server VAD: flush the service's detector.
     let mut codec = gemini(Some(TurnDetection::ServerVad));
-    codec.handle_input(Instant::now(), ProviderInput::Audio(vec![500; 960]));
+    codec.handle_input(Instant::now(), ProviderInput::NativeAudio(vec![500; 320]));
     drain(&mut codec);
     codec.handle_input(Instant::now(), ProviderInput::ActivityEnd);
     assert_eq!(texts(&drain(&mut codec).0), vec![json!({"realtimeInput": {"audioStreamEnd": true}})]);

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, WAIT, model, resampled, room_frames};
+use common::{Harness, WAIT, model, user_frames};
 use serde_json::json;
 use svc_domain::model::{ProviderBlock, ProviderCBlock, ProviderCReasoningEffort};
 use svc_provider_core::{ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
@@ -130,11 +130,11 @@ async fn rotation_reseeds_through_instructions_and_keeps_audio() {
     h.ready().await;
     h.send(ProviderInput::Text("My name is Ada.".to_owned())).await;
     h.wait(|e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
-    let mut frames = room_frames("still talking while the session turns over");
+    let mut frames = user_frames("still talking while the session turns over", 24_000);
     // The microphone keeps streaming: silence after the words ends the turn for server VAD.
-    frames.extend(std::iter::repeat_n(vec![0i16; 960], 40));
+    frames.extend(std::iter::repeat_n(vec![0i16; 480], 40));
     for frame in &frames {
-        h.send(ProviderInput::Audio(frame.clone())).await;
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
         tokio::time::sleep(Duration::from_millis(4)).await;
     }
     h.wait(|e| matches!(e, ProviderEvent::Reconnected { resumed: false })).await;
@@ -149,7 +149,7 @@ async fn rotation_reseeds_through_instructions_and_keeps_audio() {
     h.drain_for(Duration::from_millis(100)).await;
     assert!(!fake.received().iter().any(|r| r.connection >= 1 && r.message["type"] == "conversation.item.create"));
     let total: Vec<i16> = fake.audio().concat();
-    let expected = resampled(&frames, 24_000);
+    let expected = frames.concat();
     assert_eq!(total.len(), expected.len());
     assert!(correlation(&total, &expected) > 0.999);
 }

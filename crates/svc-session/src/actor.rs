@@ -352,12 +352,10 @@ impl<R: AgentRoom> SessionActor<R> {
         match input {
             // Audio is not worth stalling the session for: a frame the adapter cannot take now
             // is dropped (it is 20 ms; the adapter buffers across reconnects itself).
-            audio @ (ProviderInput::NativeAudio(_) | ProviderInput::Audio(_)) => {
-                match self.provider.input.try_send(audio) {
-                    Ok(()) | Err(TrySendError::Closed(_)) => {}
-                    Err(TrySendError::Full(_)) => self.media.input_dropped_provider_queue += 1,
-                }
-            }
+            audio @ ProviderInput::NativeAudio(_) => match self.provider.input.try_send(audio) {
+                Ok(()) | Err(TrySendError::Closed(_)) => {}
+                Err(TrySendError::Full(_)) => self.media.input_dropped_provider_queue += 1,
+            },
             input => {
                 // The provider task ended; its end event follows.
                 let _ = self.provider.input.send(input).await;

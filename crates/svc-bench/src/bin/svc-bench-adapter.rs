@@ -1,21 +1,21 @@
 //! `svc-bench-adapter`: CPU cost of the provider adapters per 20 ms audio frame, both directions,
 //! through the real codecs with no IO (sans-IO cores driven directly):
 //!
-//! - **in** (room → upstream): one 20 ms room frame (960 samples at 48 kHz) through
-//!   `handle_input(Audio)` and `poll_transmit` — resample to the provider rate, PCM16 LE, base64,
-//!   JSON frame.
+//! - **in** (room → upstream): one 20 ms frame of user audio at the provider's input rate (as the
+//!   runtime decodes it: 16 kHz for Gemini, 24 kHz for the others) through
+//!   `handle_input(NativeAudio)` and `poll_transmit` — PCM16 LE, base64, JSON frame.
 //! - **out** (upstream → room): one upstream frame carrying 20 ms of 24 kHz audio through
 //!   `handle_upstream_message` and `poll_event` — JSON parse, base64 decode, PCM event.
 //!
-//! Baselines measured in the same run: the resampler alone (in) and base64 decoding alone (out),
-//! i.e. the irreducible work, so the ratio is the price of everything else. Markdown on stdout.
+//! Baselines measured in the same run: PCM16 LE + base64 encoding of the frame alone (in) and
+//! base64 decoding alone (out), i.e. the irreducible work, so the ratio is the price of
+//! everything else. Markdown on stdout.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use base64::Engine as _;
 use clap::Parser;
-use svc_audio::resample::Resampler;
 use svc_domain::model::{
     ModelCatalog, ModelChoice, ProviderABlock, ProviderBBlock, ProviderBLiveBlock, ProviderBlock, ProviderCBlock,
     resolve_model,
@@ -133,7 +133,10 @@ fn measure(args: &Args, mut frame: impl FnMut()) -> Stats {
 
 fn main() {
     let args = Args::parse();
-    let room: Vec<i16> = (0..960).map(|i| ((i as f64 * 0.07).sin() * 9000.0) as i16).collect();
+    // 20 ms of user audio at each input rate.
+    let frame_at =
+        |rate_hz: usize| -> Vec<i16> { (0..rate_hz / 50).map(|i| ((i as f64 * 0.07).sin() * 9000.0) as i16).collect() };
+    let (frame16, frame24) = (frame_at(16_000), frame_at(24_000));
     let now = Instant::now();
     println!("# Adapter cost per 20 ms frame\n");
     println!(
@@ -147,25 +150,11 @@ fn main() {
     );
 
     // Baselines.
-    let room16 = room.clone();
-    let resample16 = measure(&args, {
-        let mut resampler = Resampler::new(48_000, 16_000).unwrap_or_else(|_| unreachable!());
-        let mut out = Vec::with_capacity(1024);
-        move || {
-            out.clear();
-            resampler.process(black_box(&room16), &mut out);
-            black_box(&out);
-        }
+    let encode16 = measure(&args, || {
+        black_box(encode_pcm(black_box(&frame16)));
     });
-    let room_ref: Vec<i16> = (0..960).map(|i| ((i as f64 * 0.07).sin() * 9000.0) as i16).collect();
-    let resample24 = measure(&args, {
-        let mut resampler = Resampler::new(48_000, 24_000).unwrap_or_else(|_| unreachable!());
-        let mut out = Vec::with_capacity(1024);
-        move || {
-            out.clear();
-            resampler.process(black_box(&room_ref), &mut out);
-            black_box(&out);
-        }
+    let encode24 = measure(&args, || {
+        black_box(encode_pcm(black_box(&frame24)));
     });
     let b64 = encode_pcm(&vec![1234i16; 480]);
     let decode = measure(&args, || {
@@ -179,15 +168,15 @@ fn main() {
     let mut worst_us: f64 = 0.0;
     for name in ["openai", "xai", "gemini", "gpt_live"] {
         let mut codec = ready_codec(name, now);
-        let frame = room.clone();
+        let frame = if name == "gemini" { frame16.clone() } else { frame24.clone() };
         let input = measure(&args, || {
-            codec.handle_input(now, ProviderInput::Audio(frame.clone()));
+            codec.handle_input(now, ProviderInput::NativeAudio(frame.clone()));
             while let Some(transmit) = codec.poll_transmit() {
                 black_box(transmit);
             }
         });
-        let baseline = if name == "gemini" { &resample16 } else { &resample24 };
-        let base_name = if name == "gemini" { "resample 48k→16k" } else { "resample 48k→24k" };
+        let baseline = if name == "gemini" { &encode16 } else { &encode24 };
+        let base_name = if name == "gemini" { "base64 encode 16 kHz" } else { "base64 encode 24 kHz" };
         println!(
             "| {name} | in (room → upstream) | {:.0} | {:.0} | {:.2} | {base_name} | {:.0} | {:.1}× |",
             input.p50(),

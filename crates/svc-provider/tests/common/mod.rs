@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use svc_audio::resample::Resampler;
 use svc_domain::model::{ModelCatalog, ModelChoice, ProviderBlock, ResolvedModel, resolve_model};
 use svc_provider::codec::{Codec, ConnectRequest, Transmit};
 use svc_provider::endpoint::ProviderEnv;
@@ -109,19 +108,11 @@ impl Harness {
     }
 }
 
-/// `text` as 48 kHz speech in 20 ms room frames.
-pub fn room_frames(text: &str) -> Vec<Vec<i16>> {
-    svc_testkit::speech::speech(text, 48_000).chunks(960).map(<[i16]>::to_vec).collect()
-}
-
-/// What the adapter must deliver upstream for `frames`: the same resampler run over them.
-pub fn resampled(frames: &[Vec<i16>], to_hz: u32) -> Vec<i16> {
-    let mut resampler = Resampler::new(48_000, to_hz).expect("supported");
-    let mut out = Vec::new();
-    for frame in frames {
-        resampler.process(frame, &mut out);
-    }
-    out
+/// `text` spoken at `rate_hz` in 20 ms frames: user audio as the runtime hands it to an adapter
+/// (decoded straight to the adapter's input rate).
+pub fn user_frames(text: &str, rate_hz: u32) -> Vec<Vec<i16>> {
+    let frame = usize::try_from(rate_hz / 50).expect("small");
+    svc_testkit::speech::speech(text, rate_hz).chunks(frame).map(<[i16]>::to_vec).collect()
 }
 
 // ---- codec-level helpers (no sockets: the test drives `handle_*`/`poll_*` itself) ----------

@@ -18,7 +18,7 @@ use svc_wire::rest::UsageTokens;
 use crate::fake::{Adapter, PyFake, model};
 use crate::openai::{
     self, RATE_HZ, assert_closed_by_svc, assert_no_errors, assistant_finals, facts, in_every_mode, last_usage,
-    lookup_tool, ready, room_tone, user_finals,
+    lookup_tool, ready, user_finals, user_tone,
 };
 
 const FAMILY: &str = "live";
@@ -171,8 +171,8 @@ async fn provider_b_live_audio_turn() {
     in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, FAMILY, "audio_turn", live(ProviderBLiveBlock::default())).await;
-        for frame in room_tone(1200, 1000.0) {
-            adapter.send(ProviderInput::Audio(frame)).await;
+        for frame in user_tone(1200, 1000.0) {
+            adapter.send(ProviderInput::NativeAudio(frame)).await;
         }
         adapter.send(ProviderInput::Mute(true)).await;
         adapter.send(ProviderInput::Mute(false)).await;

@@ -116,15 +116,16 @@ pub(crate) fn expected_usage(responses: &[Value], xai: bool) -> UsageTokens {
     total
 }
 
-/// Room audio (48 kHz mono, 20 ms frames) of a `hz` tone lasting `ms`.
-pub(crate) fn room_tone(ms: u32, hz: f64) -> Vec<Vec<i16>> {
-    let samples_per_frame = 960;
+/// User audio as the runtime sends it to these adapters (24 kHz mono, their input rate, in
+/// 20 ms frames) of a `hz` tone lasting `ms`.
+pub(crate) fn user_tone(ms: u32, hz: f64) -> Vec<Vec<i16>> {
+    let samples_per_frame = 480;
     let frames = ms as usize / 20;
     (0..frames)
         .map(|frame| {
             (0..samples_per_frame)
                 .map(|n| {
-                    let t = (frame * samples_per_frame + n) as f64 / 48_000.0;
+                    let t = (frame * samples_per_frame + n) as f64 / 24_000.0;
                     (8000.0 * (2.0 * std::f64::consts::PI * hz * t).sin()) as i16
                 })
                 .collect()
@@ -243,8 +244,8 @@ pub(crate) async fn audio_turn(family: &str, setup: SessionSetup, xai: bool) {
     in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "audio_turn", setup.clone()).await;
-        for frame in room_tone(1200, 1000.0) {
-            adapter.send(ProviderInput::Audio(frame)).await;
+        for frame in user_tone(1200, 1000.0) {
+            adapter.send(ProviderInput::NativeAudio(frame)).await;
         }
         adapter.wait("the reply's end", |e| matches!(e, ProviderEvent::ResponseDone { .. })).await;
         assert_no_errors(mode, &adapter);
@@ -290,8 +291,8 @@ pub(crate) async fn activity_end(family: &str, setup: SessionSetup) {
     in_every_mode(|mode| async move {
         let fake = PyFake::start(mode).await;
         let mut adapter = ready(&fake, family, "activity_end", setup.clone()).await;
-        for frame in room_tone(600, 1000.0) {
-            adapter.send(ProviderInput::Audio(frame)).await;
+        for frame in user_tone(600, 1000.0) {
+            adapter.send(ProviderInput::NativeAudio(frame)).await;
         }
         adapter.wait("speech started", |e| *e == ProviderEvent::UserSpeechStarted).await;
         adapter.send(ProviderInput::ActivityEnd).await;

@@ -104,17 +104,18 @@ async fn a_spoken_turn_under_server_vad_gives_the_user_transcript_also_when_spok
     .await;
 }
 
-/// Room audio (48 kHz, resampled by svc): 500 ms, in 20 ms frames.
-fn room_audio() -> Vec<ProviderInput> {
+/// User audio as the runtime sends it to Gemini (16 kHz, its input rate): 500 ms, in 20 ms
+/// frames.
+fn user_audio() -> Vec<ProviderInput> {
     (0..25)
         .map(|frame| {
-            let pcm = (0..960)
+            let pcm = (0..320)
                 .map(|n| {
-                    let t = (frame * 960 + n) as f64 / 48_000.0;
+                    let t = (frame * 320 + n) as f64 / 16_000.0;
                     (5000.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
                 })
                 .collect();
-            ProviderInput::Audio(pcm)
+            ProviderInput::NativeAudio(pcm)
         })
         .collect()
 }
@@ -130,12 +131,12 @@ async fn spoken_turn(fake: PyFake, automatic_detection: bool, before_ready: bool
         run.ready().await;
     }
     if automatic_detection {
-        run.send_all(room_audio()).await;
+        run.send_all(user_audio()).await;
         // The microphone goes quiet: svc flushes the server's detector (audioStreamEnd).
         run.send(ProviderInput::Mute(true)).await;
     } else {
         run.send(ProviderInput::ActivityStart).await;
-        run.send_all(room_audio()).await;
+        run.send_all(user_audio()).await;
         run.send(ProviderInput::ActivityEnd).await;
     }
     run.until(&format!("the user's final transcript and the answer, spoken before Ready: {before_ready}"), |seen| {
