@@ -488,6 +488,27 @@ impl Core {
         self.retry_at = Some(now + delay);
     }
 
+    /// The final of an assistant turn: its transcript, or, in a text-only session, its text.
+    pub fn emit_assistant_final(&mut self, text_only: bool, text: &str) {
+        self.emit(if text_only {
+            ProviderEvent::ModelText { text: text.to_owned(), is_final: true, thought: false }
+        } else {
+            ProviderEvent::AssistantTranscript { text: text.to_owned(), is_final: true }
+        });
+    }
+
+    /// A barge-in cut the assistant turn that started at `started_ms` down to `heard`: the
+    /// runtime learns it (the final itself if it had not gone out yet, else
+    /// `AssistantTruncated`), and the history keeps only what was heard.
+    pub fn report_cut(&mut self, started_ms: u64, heard: &str, final_emitted: bool, text_only: bool) {
+        if final_emitted {
+            self.emit(ProviderEvent::AssistantTruncated { heard: heard.to_owned() });
+        } else {
+            self.emit_assistant_final(text_only, heard);
+        }
+        self.replace_turn(started_ms, Role::Assistant, heard);
+    }
+
     /// The link is ready: ends a reconnect episode.
     pub fn mark_ready(&mut self) {
         self.link = Link::Ready;
@@ -495,6 +516,15 @@ impl Core {
         self.failed_attempts = 0;
         self.retry_at = None;
     }
+}
+
+/// Where a barge-in cuts an assistant turn of `samples` received at `rate_hz` whose transcript is
+/// `transcript`, playback having stopped at `played_ms`: `(end_ms, received_ms, heard)`, the
+/// cut clamped to the audio received (a client cannot have heard more).
+pub fn cut_point(transcript: &str, samples: u64, rate_hz: u32, played_ms: u64) -> (u64, u64, String) {
+    let received_ms = samples * 1000 / u64::from(rate_hz.max(1));
+    let end_ms = played_ms.min(received_ms);
+    (end_ms, received_ms, heard_text(transcript, end_ms, received_ms))
 }
 
 /// Cuts `text` to the share of it that `played_ms` of `total_ms` audio carried (§1.2): the

@@ -25,7 +25,7 @@ use svc_provider_core::{
     ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, TranscriptTurn,
 };
 
-use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text};
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, cut_point, decode_pcm};
 use crate::usage;
 
 /// User audio rate sent upstream.
@@ -301,24 +301,10 @@ impl GeminiCodec {
         }
         turn.truncated = true;
         turn.awaiting_barge_in = false;
-        let received_ms = turn.samples * 1000 / u64::from(OUTPUT_RATE_HZ);
-        let heard = heard_text(&turn.transcript, played_ms.min(received_ms), received_ms);
+        let (_, _, heard) = cut_point(&turn.transcript, turn.samples, OUTPUT_RATE_HZ, played_ms);
         let (started, final_emitted) = (turn.started_ms, turn.final_emitted);
         turn.final_emitted = true;
-        if final_emitted {
-            self.core.emit(ProviderEvent::AssistantTruncated { heard: heard.clone() });
-        } else {
-            self.emit_assistant_final(&heard);
-        }
-        self.core.replace_turn(started, Role::Assistant, &heard);
-    }
-
-    fn emit_assistant_final(&mut self, text: &str) {
-        if self.setup.text_only {
-            self.core.emit(ProviderEvent::ModelText { text: text.to_owned(), is_final: true, thought: false });
-        } else {
-            self.core.emit(ProviderEvent::AssistantTranscript { text: text.to_owned(), is_final: true });
-        }
+        self.core.report_cut(started, &heard, final_emitted, self.setup.text_only);
     }
 
     fn finish_user_turn(&mut self) {
@@ -480,7 +466,7 @@ impl GeminiCodec {
             if !self.turn.final_emitted && !self.turn.truncated && !self.turn.awaiting_barge_in {
                 self.turn.final_emitted = true;
                 let (text, started) = (self.turn.transcript.clone(), self.turn.started_ms);
-                self.emit_assistant_final(&text);
+                self.core.emit_assistant_final(self.setup.text_only, &text);
                 self.core.record_turn(started, Role::Assistant, &text);
             }
             match self.turn_usage.take() {

@@ -22,7 +22,7 @@ use svc_http::{HttpEvent, HttpRequest};
 use svc_provider_core::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 
 use crate::codec::{
-    self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text, split_for_append,
+    self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, cut_point, decode_pcm, split_for_append,
 };
 use crate::usage;
 
@@ -388,15 +388,10 @@ impl GptLiveCodec {
             return;
         }
         self.speech.truncated = true;
-        let received_ms = self.speech.samples * 1000 / u64::from(RATE_HZ);
-        let heard = heard_text(&self.speech.transcript, played_ms.min(received_ms), received_ms);
-        if self.speech.final_emitted {
-            self.core.emit(ProviderEvent::AssistantTruncated { heard: heard.clone() });
-        } else {
-            self.speech.final_emitted = true;
-            self.core.emit(ProviderEvent::AssistantTranscript { text: heard.clone(), is_final: true });
-        }
-        self.core.replace_turn(self.speech.started_ms, Role::Assistant, &heard);
+        let (_, _, heard) = cut_point(&self.speech.transcript, self.speech.samples, RATE_HZ, played_ms);
+        let final_emitted = std::mem::replace(&mut self.speech.final_emitted, true);
+        // GPT-Live sessions always speak: there is no text-only mode to report in.
+        self.core.report_cut(self.speech.started_ms, &heard, final_emitted, false);
     }
 
     // ---- delegation ----------------------------------------------------------------------------

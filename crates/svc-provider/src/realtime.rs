@@ -18,7 +18,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use svc_provider_core::{ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior};
 
-use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, decode_pcm, heard_text};
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, cut_point, decode_pcm};
 use crate::usage;
 use svc_wire::rest::UsageTokens;
 
@@ -274,9 +274,7 @@ impl RealtimeCodec {
         }
         item.truncated = true;
         item.awaiting_barge_in = false;
-        let received_ms = item.samples * 1000 / u64::from(RATE_HZ);
-        let end_ms = played_ms.min(received_ms);
-        let heard = heard_text(&item.transcript, end_ms, received_ms);
+        let (end_ms, received_ms, heard) = cut_point(&item.transcript, item.samples, RATE_HZ, played_ms);
         let (id, started_ms, final_emitted) = (item.id.clone(), item.started_ms, item.final_emitted);
         item.final_emitted = true;
         // Clamp to audio received; skip when none ("Only model output audio messages can be truncated").
@@ -285,20 +283,7 @@ impl RealtimeCodec {
                 "type": "conversation.item.truncate", "item_id": id, "content_index": 0, "audio_end_ms": end_ms,
             }));
         }
-        if final_emitted {
-            self.core.emit(ProviderEvent::AssistantTruncated { heard: heard.clone() });
-        } else {
-            self.emit_assistant_final(&heard);
-        }
-        self.core.replace_turn(started_ms, Role::Assistant, &heard);
-    }
-
-    fn emit_assistant_final(&mut self, text: &str) {
-        if self.setup.text_only {
-            self.core.emit(ProviderEvent::ModelText { text: text.to_owned(), is_final: true, thought: false });
-        } else {
-            self.core.emit(ProviderEvent::AssistantTranscript { text: text.to_owned(), is_final: true });
-        }
+        self.core.report_cut(started_ms, &heard, final_emitted, self.setup.text_only);
     }
 
     fn close(&mut self) {
@@ -723,7 +708,7 @@ impl RealtimeCodec {
                     }
                     item.final_emitted = true;
                     let (text, started) = (item.transcript.clone(), item.started_ms);
-                    self.emit_assistant_final(&text);
+                    self.core.emit_assistant_final(self.setup.text_only, &text);
                     self.core.record_turn(started, Role::Assistant, &text);
                 }
             }
