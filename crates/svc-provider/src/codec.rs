@@ -176,7 +176,8 @@ pub enum Link {
     Closed,
 }
 
-/// State every codec shares: output queues, the clock origin, the user audio's reconnect buffer, usage, the transcript (for reseeding) and the reconnect policy.
+/// State every codec shares: output queues, the clock origin, the user audio's reconnect buffer,
+/// usage, the transcript (for reseeding) and the reconnect policy.
 #[derive(Debug)]
 pub struct Core {
     out: VecDeque<Transmit>,
