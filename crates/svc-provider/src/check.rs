@@ -276,7 +276,8 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Decodes a PCM16 WAV (mono, or stereo mixed down) at 16, 24 or 48 kHz into 48 kHz mono.
+/// Decodes a PCM16 WAV (mono, or stereo mixed down) at any rate the resampler takes into 48 kHz
+/// mono.
 ///
 /// # Errors
 ///

@@ -217,8 +217,8 @@ pub struct Core {
 pub const UNKNOWN_KINDS_MAX: usize = 32;
 
 impl Core {
-    /// A core that resamples room audio to `provider_rate_hz`, buffering up to `buffer_ms` of it
-    /// while the link is not ready.
+    /// A core for a provider whose audio is at `provider_rate_hz`, buffering up to `buffer_ms` of
+    /// the user's while the link is not ready.
     pub fn new(provider_rate_hz: u32, buffer_ms: u32, reconnect_budget: Duration) -> Core {
         Core {
             out: VecDeque::new(),
