@@ -378,8 +378,8 @@ impl Core {
         if pcm.is_empty() { None } else { Some(pcm) }
     }
 
-    /// Keeps resampled audio for when the link is ready, after what was held before it,
-    /// dropping the oldest audio beyond the bound.
+    /// Keeps user audio (at the provider's rate) for when the link is ready, after what was held
+    /// before it, dropping the oldest audio beyond the bound.
     pub fn buffer_audio(&mut self, pcm: &[i16]) {
         match self.held.back_mut() {
             Some(Held::Audio(last)) => last.extend_from_slice(pcm),

@@ -60,6 +60,17 @@ async fn next_close(server: &mut Server) -> Option<CloseFrame> {
     }
 }
 
+/// A Gemini session past its setup: the upstream answered `setupComplete` and svc said `Ready`.
+async fn ready_gemini() -> (TcpListener, svc_provider_core::session::ProviderSession, Server) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let mut session = gemini_against(&listener);
+    let mut server = accept(&listener).await;
+    next_json(&mut server).await;
+    server.send(Message::binary(br#"{"setupComplete":{}}"#.to_vec())).await.expect("send");
+    wait_for(&mut session, |e| matches!(e, ProviderEvent::Ready { .. })).await;
+    (listener, session, server)
+}
+
 async fn wait_for(
     session: &mut svc_provider_core::session::ProviderSession,
     predicate: impl Fn(&ProviderEvent) -> bool,
@@ -104,18 +115,11 @@ async fn messages_in_binary_frames_are_read_like_text_frames() {
 
 #[tokio::test]
 async fn a_message_larger_than_the_read_buffer_arrives_whole() {
-    use base64::Engine as _;
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let mut session = gemini_against(&listener);
-    let mut server = accept(&listener).await;
-    next_json(&mut server).await;
-    server.send(Message::binary(br#"{"setupComplete":{}}"#.to_vec())).await.expect("send");
-    wait_for(&mut session, |e| matches!(e, ProviderEvent::Ready { .. })).await;
+    let (_listener, mut session, mut server) = ready_gemini().await;
     // 1.6 s of 24 kHz audio in one binary frame: ~100 KiB, six times the driver's 16 KiB read
     // buffer, so the frame takes several socket reads.
     let pcm: Vec<i16> = (0..38_400).map(|i| i16::try_from(i % 2_000).expect("small") - 1_000).collect();
-    let bytes: Vec<u8> = pcm.iter().flat_map(|sample| sample.to_le_bytes()).collect();
-    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let data = svc_provider::codec::encode_pcm(&pcm);
     let message = serde_json::json!({"serverContent": {"modelTurn": {"parts": [
         {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": data}}
     ]}}});
@@ -128,12 +132,7 @@ async fn a_message_larger_than_the_read_buffer_arrives_whole() {
 
 #[tokio::test]
 async fn svc_closes_with_1000_when_the_session_ends() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let mut session = gemini_against(&listener);
-    let mut server = accept(&listener).await;
-    next_json(&mut server).await;
-    server.send(Message::binary(br#"{"setupComplete":{}}"#.to_vec())).await.expect("send");
-    wait_for(&mut session, |e| matches!(e, ProviderEvent::Ready { .. })).await;
+    let (_listener, session, mut server) = ready_gemini().await;
     session.input.send(ProviderInput::Close).await.expect("adapter alive");
     let frame = next_close(&mut server).await.expect("a close frame with a status code, not 1005");
     assert_eq!(frame.code, CloseCode::Normal);
@@ -141,12 +140,7 @@ async fn svc_closes_with_1000_when_the_session_ends() {
 
 #[tokio::test]
 async fn svc_answers_the_upstreams_close_frame_and_reports_it() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let mut session = gemini_against(&listener);
-    let mut server = accept(&listener).await;
-    next_json(&mut server).await;
-    server.send(Message::binary(br#"{"setupComplete":{}}"#.to_vec())).await.expect("send");
-    wait_for(&mut session, |e| matches!(e, ProviderEvent::Ready { .. })).await;
+    let (listener, mut session, mut server) = ready_gemini().await;
     let close = CloseFrame { code: CloseCode::Error, reason: "Internal error encountered.".into() };
     server.send(Message::Close(Some(close))).await.expect("send close");
     // RFC 6455 §5.5.1: the endpoint that receives a close frame sends one back.
