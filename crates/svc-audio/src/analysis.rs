@@ -85,6 +85,57 @@ pub fn best_correlation(reference: &[i16], received: &[i16], max_lag: usize) -> 
     best
 }
 
+/// A signal compared window by window: [`piecewise_correlation`]'s answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Piecewise {
+    /// The best alignment of the whole signal, which anchors the windows.
+    pub overall: Correlation,
+    /// One entry per window of the reference that is not silent, in order; each lag is absolute
+    /// (`received[n + lag]` lines up with `reference[n]` inside that window).
+    pub windows: Vec<Correlation>,
+}
+
+impl Piecewise {
+    /// The share of windows (0.0 when there are none) that correlate at `min_coefficient` or more.
+    #[must_use]
+    pub fn share_at_least(&self, min_coefficient: f64) -> f64 {
+        if self.windows.is_empty() {
+            return 0.0;
+        }
+        let good = self.windows.iter().filter(|w| w.coefficient >= min_coefficient).count();
+        good as f64 / self.windows.len() as f64
+    }
+}
+
+/// Compares `received` with `reference` window by window, each window free to find its own lag
+/// within `max_drift` samples of the whole signal's best lag.
+///
+/// A live audio path may move its delay while it plays: an adaptive jitter buffer that runs dry
+/// conceals one frame and plays the rest 20 ms later, by design. One such step halves a
+/// whole-signal correlation although every word arrived intact; window by window it costs at
+/// most the window it falls in. Windows of the reference quieter than −50 dBFS (pauses) are
+/// left out: they carry nothing to recognise. A window whose audio never arrived scores 0.
+#[must_use]
+pub fn piecewise_correlation(reference: &[i16], received: &[i16], window: usize, max_drift: usize) -> Piecewise {
+    let overall = best_correlation(reference, received, reference.len().max(received.len()));
+    let window = window.max(1);
+    let mut windows = Vec::new();
+    for start in (0..reference.len()).step_by(window) {
+        let piece = &reference[start..(start + window).min(reference.len())];
+        if rms_dbfs(piece) < -50.0 {
+            continue;
+        }
+        // Where this window should sit in `received`, widened by the drift allowed either side.
+        let centre = start as isize + overall.lag_samples;
+        let from = (centre - max_drift as isize).clamp(0, received.len() as isize) as usize;
+        let to = (centre + (piece.len() + max_drift) as isize).clamp(0, received.len() as isize) as usize;
+        let found = best_correlation(piece, &received[from..to], to - from);
+        let found = Correlation { lag_samples: from as isize + found.lag_samples - start as isize, ..found };
+        windows.push(found);
+    }
+    Piecewise { overall, windows }
+}
+
 /// `out[lag] = Σ_n reference[n] · received[n + lag]` for every lag, circularly indexed
 /// (`out[len - k]` holds lag `-k`), computed as `IFFT(FFT(received) · conj(FFT(reference)))` on a
 /// length that rules out wrap-around.
@@ -289,5 +340,35 @@ mod tests {
         // 200..250 ms of every syllable is a pause.
         assert!(a[10_000..12_000].iter().all(|&s| s == 0));
         assert!(a[2_000..8_000].iter().any(|&s| s.unsigned_abs() > 3_000));
+    }
+
+    #[test]
+    fn a_delay_step_halfway_costs_one_window_not_the_whole_signal() {
+        // What an adaptive jitter buffer does when it runs dry: 20 ms concealed, the rest later.
+        let reference = speech_like_signal(3 * 48_000);
+        let step = 60_000 + 4_800; // inside a syllable, in the middle of a window
+        let mut received = vec![0_i16; 24_000];
+        received.extend_from_slice(&reference[..step]);
+        received.extend(std::iter::repeat_n(0, 960));
+        received.extend_from_slice(&reference[step..]);
+        let whole = best_correlation(&reference, &received, received.len());
+        assert!(whole.coefficient < 0.8, "the whole-signal check fails on it: {whole:?}");
+        let pieces = piecewise_correlation(&reference, &received, 12_000, 4_800);
+        assert_eq!(pieces.windows.len(), 12);
+        assert!(pieces.share_at_least(0.8) >= 11.0 / 12.0, "{pieces:?}");
+        assert_eq!(pieces.windows[0].lag_samples, 24_000);
+        assert_eq!(pieces.windows[11].lag_samples, 24_960);
+    }
+
+    #[test]
+    fn windows_of_noise_or_missing_audio_do_not_pass() {
+        let reference = speech_like_signal(48_000);
+        let pieces = piecewise_correlation(&reference, &noise(60_000, 3, 3_000.0), 12_000, 4_800);
+        assert_eq!(pieces.share_at_least(0.5), 0.0, "{pieces:?}");
+        // Only the first half arrived: the second half's windows find nothing.
+        let pieces = piecewise_correlation(&reference, &reference[..24_000], 12_000, 4_800);
+        assert_eq!(pieces.windows.len(), 4);
+        assert!((pieces.share_at_least(0.8) - 0.5).abs() < 1e-9, "{pieces:?}");
+        assert_eq!(piecewise_correlation(&reference, &[], 12_000, 4_800).share_at_least(0.1), 0.0);
     }
 }

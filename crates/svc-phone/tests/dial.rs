@@ -4,13 +4,15 @@
 //! `cargo test -p svc-phone --test dial -- --ignored`.
 
 mod baresip;
+mod heard;
 mod room;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use baresip::Baresip;
-use svc_audio::analysis::{best_correlation, speech_like_signal};
+use heard::assert_heard;
+use svc_audio::analysis::speech_like_signal;
 use svc_phone::{DialProgress, DialRequest, EndedBy, PhoneConfig, PhoneService};
 use svc_room::{ParticipantKind, RemoteAudioDecoder, RoomEvent};
 use tokio::time::timeout;
@@ -143,11 +145,7 @@ async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
     assert_eq!(view.attributes.get("sip.callID").map(String::as_str), Some("dial-1"));
     assert_eq!(view.attributes.get("sip.callIDFull").map(String::as_str), Some(sip_call_id.as_str()));
 
-    // Phone → agent.
-    let to_agent = best_correlation(&phone_says, &view.heard, view.heard.len());
-    eprintln!("phone → agent: {to_agent:?} over {} samples heard", view.heard.len());
-    assert!(to_agent.coefficient >= 0.8, "{to_agent:?}");
-    assert!(to_agent.overlap_samples >= phone_says.len() * 9 / 10, "{to_agent:?}");
+    assert_heard("phone → agent", &phone_says, &view.heard, RATE);
 
     // Agent → phone (baresip's recording is complete once its call has ended).
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -160,10 +158,7 @@ async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
     } else {
         agent_says.clone()
     };
-    let to_phone = best_correlation(&reference, &heard, heard.len());
-    eprintln!("agent → phone: {to_phone:?} over {} samples heard at {rate} Hz", heard.len());
-    assert!(to_phone.coefficient >= 0.8, "{to_phone:?}\n{}", peer.log());
-    assert!(to_phone.overlap_samples >= reference.len() * 9 / 10, "{to_phone:?}");
+    assert_heard("agent → phone", &reference, &heard, rate as usize);
 
     shutdown.cancel();
     timeout(Duration::from_secs(10), phone.closed()).await.expect("the service stops");
