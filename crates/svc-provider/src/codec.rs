@@ -13,7 +13,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
 use svc_http::{HttpEvent, HttpRequest};
-use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, Role, TranscriptTurn};
+use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, Role, SessionSetup, TranscriptTurn};
 
 use crate::usage::UsageMeter;
 
@@ -208,6 +208,10 @@ pub struct Core {
     /// Budget for one reconnect episode.
     pub reconnect_budget: Duration,
     closing: bool,
+    /// The greeting was given (or not needed): it is given once per svc session.
+    greeted: bool,
+    /// The provider's audio rate (held audio is replayed in 100 ms chunks of it).
+    rate_hz: u32,
     /// Message types (or top-level fields) the upstream sent that svc does not know, each
     /// logged once (bounded by [`UNKNOWN_KINDS_MAX`]).
     unknown_kinds: Vec<String>,
@@ -237,8 +241,33 @@ impl Core {
             retry_at: None,
             reconnect_budget,
             closing: false,
+            greeted: false,
+            rate_hz: provider_rate_hz,
             unknown_kinds: Vec::new(),
         }
+    }
+
+    /// The core of a codec starting `setup`: audio at `provider_rate_hz`, the setup's reconnect
+    /// limits, its history (a resumed conversation's transcript) recorded for reseeding, and the
+    /// first connection asked for.
+    pub fn start(provider_rate_hz: u32, setup: &SessionSetup, connect: &ConnectRequest) -> Core {
+        let mut core = Core::new(provider_rate_hz, setup.limits.reconnect_audio_ms, setup.limits.reconnect_budget);
+        for turn in &setup.history {
+            core.record_turn(0, turn.role, &turn.text);
+        }
+        core.transmit(Transmit::Connect(connect.clone()));
+        core
+    }
+
+    /// The greeting to give now that the first upstream session is ready, once: none for a
+    /// conversation that continues (resumed from a transcript or a handle), none if the setup
+    /// has none.
+    pub fn greeting_once(&mut self, setup: &SessionSetup) -> Option<String> {
+        if std::mem::replace(&mut self.greeted, true) || !setup.history.is_empty() || setup.resumption_handle.is_some()
+        {
+            return None;
+        }
+        setup.greeting.clone()
     }
 
     /// An upstream message of a kind svc does not know (a newer protocol revision): ignored,
@@ -290,15 +319,15 @@ impl Core {
         }
     }
 
-    /// Everything held while the link was down, in order, audio in chunks of at most `chunk`
-    /// samples.
-    pub fn take_held(&mut self, chunk: usize) -> Vec<Held> {
-        let chunk = chunk.max(1);
+    /// Everything held while the link was down, in order, as frames to send: commands as they
+    /// were given, audio framed by `audio_frame` in chunks of at most 100 ms.
+    pub fn take_held_frames(&mut self, audio_frame: impl Fn(&[i16]) -> String) -> Vec<String> {
+        let chunk = (self.rate_hz as usize / 10).max(1);
         let mut out = Vec::with_capacity(self.held.len());
         for held in self.held.drain(..) {
             match held {
-                Held::Frame(frame) => out.push(Held::Frame(frame)),
-                Held::Audio(pcm) => out.extend(pcm.chunks(chunk).map(|piece| Held::Audio(piece.to_vec()))),
+                Held::Frame(frame) => out.push(frame),
+                Held::Audio(pcm) => out.extend(pcm.chunks(chunk).map(&audio_frame)),
             }
         }
         self.held_frames = 0;
@@ -369,7 +398,7 @@ impl Core {
 
     /// User audio in (at the provider's rate, [`ProviderInput::NativeAudio`]), the part every
     /// codec shares: while the link is ready, returned for the codec to frame and send (`None`
-    /// when empty); otherwise kept, bounded, for the ready link ([`Core::take_held`]).
+    /// when empty); otherwise kept, bounded, for the ready link ([`Core::take_held_frames`]).
     pub fn user_audio<'a>(&mut self, pcm: &'a [i16]) -> Option<&'a [i16]> {
         if self.link != Link::Ready {
             self.buffer_audio(pcm);

@@ -25,7 +25,7 @@ use svc_provider_core::{
     ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior, TranscriptTurn,
 };
 
-use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, cut_point, decode_pcm};
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, cut_point, decode_pcm};
 use crate::usage;
 
 /// User audio rate sent upstream.
@@ -200,7 +200,6 @@ pub struct GeminiCodec {
     turn: ModelTurn,
     user_text: String,
     user_started_ms: Option<u64>,
-    greeted: bool,
     muted: bool,
     /// Turns of the transcript a fresh upstream session is seeded with: those recorded before
     /// the last ready link went down (turns given while it was down are sent as they were held).
@@ -210,11 +209,7 @@ pub struct GeminiCodec {
 impl GeminiCodec {
     /// A codec for `setup`, connecting with `connect`.
     pub fn new(setup: SessionSetup, connect: ConnectRequest) -> GeminiCodec {
-        let mut core = Core::new(INPUT_RATE_HZ, setup.limits.reconnect_audio_ms, setup.limits.reconnect_budget);
-        for turn in &setup.history {
-            core.record_turn(0, turn.role, &turn.text);
-        }
-        core.transmit(Transmit::Connect(connect.clone()));
+        let core = Core::start(INPUT_RATE_HZ, &setup, &connect);
         let resuming = setup.resumption_handle.is_some();
         let setup_history_len = setup.history.len();
         GeminiCodec {
@@ -238,7 +233,6 @@ impl GeminiCodec {
             turn: ModelTurn::default(),
             user_text: String::new(),
             user_started_ms: None,
-            greeted: false,
             muted: false,
             // A prior session's transcript seeds the first upstream session (unless its handle
             // resumes it natively).
@@ -526,20 +520,11 @@ impl GeminiCodec {
                 .collect();
             self.send_client(json!({"clientContent": {"turns": turns, "turnComplete": false}}).to_string());
         }
-        for held in self.core.take_held(INPUT_RATE_HZ as usize / 10) {
-            match held {
-                Held::Frame(frame) => self.send_client(frame),
-                Held::Audio(chunk) => self.send_client(audio_frame(&chunk)),
-            }
+        for frame in self.core.take_held_frames(audio_frame) {
+            self.send_client(frame);
         }
-        if !self.greeted {
-            self.greeted = true;
-            if self.setup.history.is_empty()
-                && self.setup.resumption_handle.is_none()
-                && let Some(greeting) = self.setup.greeting.clone()
-            {
-                self.greet(&greeting);
-            }
+        if let Some(greeting) = self.core.greeting_once(&self.setup) {
+            self.greet(&greeting);
         }
     }
 

@@ -22,8 +22,9 @@ use svc_http::{HttpEvent, HttpRequest};
 use svc_provider_core::{AppendChannel, ProviderEvent, ProviderInput, ResponseStatus, Role, SessionSetup};
 
 use crate::codec::{
-    self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, cut_point, decode_pcm, split_for_append,
+    self, Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, cut_point, decode_pcm, split_for_append,
 };
+use crate::rotation::CapRotation;
 use crate::usage;
 
 /// Audio rate both ways (set once at start).
@@ -219,10 +220,8 @@ pub struct GptLiveCodec {
     connect: ConnectRequest,
     backend: Backend,
     delegation: Delegation,
-    upstream_ready_at: Option<Instant>,
-    rotation_due_since: Option<Instant>,
-    rotating: bool,
-    greeted: bool,
+    /// When the upstream session is replaced before its cap.
+    rotation: CapRotation,
     muted: bool,
     user: Option<UserTurn>,
     last_user_text: String,
@@ -238,21 +237,13 @@ pub struct GptLiveCodec {
 impl GptLiveCodec {
     /// A codec for `setup` connecting with `connect`; `backend` serves `svc` delegation.
     pub fn new(setup: SessionSetup, connect: ConnectRequest, backend: Backend) -> GptLiveCodec {
-        let mut core = Core::new(RATE_HZ, setup.limits.reconnect_audio_ms, setup.limits.reconnect_budget);
-        for turn in &setup.history {
-            core.record_turn(0, turn.role, &turn.text);
-        }
-        core.transmit(Transmit::Connect(connect.clone()));
         GptLiveCodec {
             delegation: setup.model.delegation.unwrap_or(Delegation::Responses),
-            core,
+            core: Core::start(RATE_HZ, &setup, &connect),
             setup,
             connect,
             backend,
-            upstream_ready_at: None,
-            rotation_due_since: None,
-            rotating: false,
-            greeted: false,
+            rotation: CapRotation::default(),
             muted: false,
             user: None,
             last_user_text: String::new(),
@@ -580,12 +571,8 @@ impl GptLiveCodec {
         if self.core.link != Link::Ready || self.core.closing() {
             return;
         }
-        let Some(ready_at) = self.upstream_ready_at else { return };
-        if now < ready_at + self.setup.limits.rotate_after {
-            return;
-        }
-        let due = *self.rotation_due_since.get_or_insert(now);
-        if self.quiet() || now >= due + self.setup.limits.quiet_wait_max {
+        let quiet = self.quiet();
+        if self.rotation.due(now, &self.setup.limits, quiet) {
             self.rotate(None);
         }
     }
@@ -602,12 +589,9 @@ impl GptLiveCodec {
 
     /// Ends what belonged to the old upstream session and announces `reconnecting` once.
     fn prepare_rotation(&mut self, seconds_remaining: Option<f64>) {
-        if !self.rotating {
+        if self.rotation.begin() {
             self.core.emit(ProviderEvent::Reconnecting { seconds_remaining });
         }
-        self.rotating = true;
-        self.rotation_due_since = None;
-        self.upstream_ready_at = None;
         self.finish_user_turn();
         if self.speech.speaking {
             self.end_speech();
@@ -626,9 +610,8 @@ impl GptLiveCodec {
             return;
         }
         self.core.mark_ready();
-        self.upstream_ready_at = Some(now);
+        self.rotation.on_ready(now);
         if self.core.was_ready {
-            self.rotating = false;
             self.core.usage.begin_upstream_session();
             self.core.emit(ProviderEvent::Reconnected { resumed: false });
         } else {
@@ -640,19 +623,11 @@ impl GptLiveCodec {
             // A new session starts unmuted (§4.4).
             self.core.send_json(&json!({"type": "session.input_audio.mute"}));
         }
-        for held in self.core.take_held(RATE_HZ as usize / 10) {
-            match held {
-                Held::Frame(frame) => self.core.send(frame),
-                Held::Audio(chunk) => self.core.send(audio_frame(&chunk)),
-            }
+        for frame in self.core.take_held_frames(audio_frame) {
+            self.core.send(frame);
         }
-        if !self.greeted {
-            self.greeted = true;
-            if self.setup.history.is_empty()
-                && let Some(greeting) = self.setup.greeting.clone()
-            {
-                self.greet(&greeting);
-            }
+        if let Some(greeting) = self.core.greeting_once(&self.setup) {
+            self.greet(&greeting);
         }
     }
 
@@ -885,13 +860,8 @@ impl Codec for GptLiveCodec {
         let turn_end = self.user.as_ref().and_then(|t| t.last_delta_at).map(|at| at + self.setup.limits.turn_gap);
         let other = match self.core.link {
             Link::Backoff => self.core.retry_at,
-            Link::Ready => self.upstream_ready_at.map(|at| {
-                let due = at + self.setup.limits.rotate_after;
-                match self.rotation_due_since {
-                    Some(since) => (since + self.setup.limits.quiet_wait_max).min(due.max(since)),
-                    None => due,
-                }
-            }),
+            // Quiet here is state alone (no quiet gap): every change of it re-checks.
+            Link::Ready => self.rotation.deadline(&self.setup.limits, None),
             _ => None,
         };
         match (turn_end, other) {

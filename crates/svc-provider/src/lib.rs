@@ -25,6 +25,7 @@ pub mod gpt_live;
 pub mod realtime;
 pub mod recording;
 pub mod replay;
+mod rotation;
 pub mod usage;
 
 use svc_provider_core::SessionSetup;

@@ -18,7 +18,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use svc_provider_core::{ProviderEvent, ProviderInput, ResponseStatus, Role, Scheduling, SessionSetup, ToolBehavior};
 
-use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Held, Link, Transmit, cut_point, decode_pcm};
+use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, cut_point, decode_pcm};
+use crate::rotation::CapRotation;
 use crate::usage;
 use svc_wire::rest::UsageTokens;
 
@@ -96,13 +97,8 @@ pub struct RealtimeCodec {
     setup: SessionSetup,
     dialect: Dialect,
     connect: ConnectRequest,
-    /// The current upstream session became ready at.
-    upstream_ready_at: Option<Instant>,
-    /// Rotation is due since.
-    rotation_due_since: Option<Instant>,
-    /// A replacement upstream session is being set up.
-    rotating: bool,
-    greeted: bool,
+    /// When the upstream session is replaced before its cap.
+    rotation: CapRotation,
     /// Every `response.create` and `response.cancel` goes through it.
     responses: ResponseSequencer,
     assistant: Option<AssistantItem>,
@@ -126,20 +122,12 @@ pub struct RealtimeCodec {
 impl RealtimeCodec {
     /// A codec for `setup`, connecting with `connect` (see [`crate::endpoint`]).
     pub fn new(setup: SessionSetup, dialect: Dialect, connect: ConnectRequest) -> RealtimeCodec {
-        let mut core = Core::new(RATE_HZ, setup.limits.reconnect_audio_ms, setup.limits.reconnect_budget);
-        for turn in &setup.history {
-            core.record_turn(0, turn.role, &turn.text);
-        }
-        core.transmit(Transmit::Connect(connect.clone()));
         RealtimeCodec {
-            core,
+            core: Core::start(RATE_HZ, &setup, &connect),
             setup,
             dialect,
             connect,
-            upstream_ready_at: None,
-            rotation_due_since: None,
-            rotating: false,
-            greeted: false,
+            rotation: CapRotation::default(),
             responses: ResponseSequencer::default(),
             assistant: None,
             user_speaking: false,
@@ -320,22 +308,17 @@ impl RealtimeCodec {
         if self.core.link != Link::Ready || self.core.closing() {
             return;
         }
-        let Some(ready_at) = self.upstream_ready_at else { return };
-        if now < ready_at + self.setup.limits.rotate_after {
-            return;
-        }
-        let due_since = *self.rotation_due_since.get_or_insert(now);
-        if self.quiet(now) || now >= due_since + self.setup.limits.quiet_wait_max {
+        let quiet = self.quiet(now);
+        if self.rotation.due(now, &self.setup.limits, quiet) {
             self.start_rotation(None);
         }
     }
 
     /// Replaces the upstream session: emit `reconnecting`, open a new socket, reseed on ready.
     fn start_rotation(&mut self, seconds_remaining: Option<f64>) {
-        self.core.emit(ProviderEvent::Reconnecting { seconds_remaining });
-        self.rotating = true;
-        self.rotation_due_since = None;
-        self.upstream_ready_at = None;
+        if self.rotation.begin() {
+            self.core.emit(ProviderEvent::Reconnecting { seconds_remaining });
+        }
         self.reset_upstream_state();
         self.core.link = Link::Connecting;
         self.core.transmit(Transmit::Connect(self.connect.clone()));
@@ -396,29 +379,19 @@ impl RealtimeCodec {
                     "content": [{"type": "input_text", "text": reseed_preamble(&history)}]}));
             }
         }
-        for held in self.core.take_held(RATE_HZ as usize / 10) {
-            match held {
-                Held::Frame(frame) => self.core.send(frame),
-                Held::Audio(chunk) => self.core.send(audio_frame(&chunk)),
-            }
+        for frame in self.core.take_held_frames(audio_frame) {
+            self.core.send(frame);
         }
-        self.upstream_ready_at = Some(now);
+        self.rotation.on_ready(now);
         if reseeding {
-            self.rotating = false;
             self.core.emit(ProviderEvent::Reconnected { resumed: false });
         } else {
             self.core.was_ready = true;
             let id = event.pointer("/session/id").and_then(Value::as_str).map(str::to_owned);
             self.core.emit(ProviderEvent::Ready { upstream_session_id: id });
         }
-        if !self.greeted {
-            self.greeted = true;
-            // A session resumed from a transcript does not greet again.
-            if self.setup.history.is_empty()
-                && let Some(greeting) = self.setup.greeting.clone()
-            {
-                self.greet(&greeting);
-            }
+        if let Some(greeting) = self.core.greeting_once(&self.setup) {
+            self.greet(&greeting);
         }
         self.pump_responses();
     }
@@ -829,10 +802,8 @@ impl Codec for RealtimeCodec {
             self.core.error(true, "upstream_closed", format!("closed during setup ({code:?}): {reason}"));
             return;
         }
-        if !self.rotating {
+        if self.rotation.begin() {
             self.core.emit(ProviderEvent::Reconnecting { seconds_remaining: None });
-            self.rotating = true;
-            self.upstream_ready_at = None;
             self.reset_upstream_state();
         }
         self.core.schedule_retry(now, &format!("closed ({code:?}): {reason}"));
@@ -859,15 +830,8 @@ impl Codec for RealtimeCodec {
         match self.core.link {
             Link::Backoff => self.core.retry_at,
             Link::Ready => {
-                let due = self.upstream_ready_at? + self.setup.limits.rotate_after;
-                match self.rotation_due_since {
-                    None => Some(due),
-                    Some(since) => {
-                        let hard = since + self.setup.limits.quiet_wait_max;
-                        let quiet = self.last_audio_out.map(|at| at + self.setup.limits.quiet_gap);
-                        Some(quiet.map_or(hard, |quiet| quiet.min(hard)))
-                    }
-                }
+                let quiet_from = self.last_audio_out.map(|at| at + self.setup.limits.quiet_gap);
+                self.rotation.deadline(&self.setup.limits, quiet_from)
             }
             _ => None,
         }

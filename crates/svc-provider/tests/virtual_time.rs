@@ -302,3 +302,65 @@ fn an_event_without_its_item_id_fails_the_turn_once_and_is_not_filed_under_an_em
     let (_, events) = drain(&mut codec);
     assert!(events.iter().any(|e| matches!(e, ProviderEvent::AssistantAudio { .. })), "{events:?}");
 }
+
+/// A voiced 100 ms at 24 kHz (a 440 Hz tone) as a base64 audio delta's payload.
+fn voiced_delta() -> String {
+    let tone: Vec<i16> =
+        (0..2_400).map(|n| ((n as f64 * 440.0 / 24_000.0 * std::f64::consts::TAU).sin() * 8_000.0) as i16).collect();
+    svc_provider::codec::encode_pcm(&tone)
+}
+
+#[test]
+fn openai_rotation_waiting_on_a_speaking_user_sleeps_until_it_must_act() {
+    let t0 = Instant::now();
+    let mut codec = openai_ready(t0);
+    let due = t0 + Duration::from_secs(55 * 60);
+    // The agent spoke long before the rotation fell due (its quiet gap is long over) ...
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    codec.handle_upstream_message(at(9), br#"{"type":"response.created","response":{"id":"r"}}"#);
+    let audio = format!(r#"{{"type":"response.output_audio.delta","item_id":"i","delta":"{}"}}"#, voiced_delta());
+    codec.handle_upstream_message(at(10), audio.as_bytes());
+    codec.handle_upstream_message(at(11), br#"{"type":"response.done","response":{"status":"completed"}}"#);
+    // ... and the user is speaking when it does.
+    codec.handle_upstream_message(
+        due - Duration::from_secs(1),
+        br#"{"type":"input_audio_buffer.speech_started","item_id":"u1"}"#,
+    );
+    codec.handle_timeout(due);
+    assert_eq!(connects(&drain(&mut codec).0), 0, "the user is speaking");
+    // The next wake-up is the hard deadline, not the quiet gap that ended an hour ago (a timer in
+    // the past would wake the driver again at once, for as long as the user speaks).
+    let next = codec.poll_timeout().expect("timer");
+    assert_eq!(next, due + Duration::from_secs(4 * 60), "{:?} after the check", next.checked_duration_since(due));
+    // The user stops: that event rotates at once, no timer needed.
+    codec.handle_upstream_message(
+        due + Duration::from_secs(3),
+        br#"{"type":"input_audio_buffer.speech_stopped","item_id":"u1"}"#,
+    );
+    assert_eq!(connects(&drain(&mut codec).0), 1);
+}
+
+#[test]
+fn gpt_live_rotation_waiting_on_speech_sleeps_until_it_must_act() {
+    let t0 = Instant::now();
+    let setup = SessionSetup::new(model(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())), "p");
+    let mut codec = GptLiveCodec::new(
+        setup,
+        request(),
+        Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() },
+    );
+    codec.handle_connected(t0);
+    codec.handle_upstream_message(t0, br#"{"type":"session.started","session":{"id":"l1"}}"#);
+    drain(&mut codec);
+    let due = codec.poll_timeout().expect("the rotation timer");
+    // The agent is speaking when the rotation falls due.
+    let audio = format!(r#"{{"type":"session.output_audio.delta","delta":"{}"}}"#, voiced_delta());
+    codec.handle_upstream_message(due - Duration::from_secs(1), audio.as_bytes());
+    codec.handle_timeout(due);
+    assert_eq!(connects(&drain(&mut codec).0), 0, "the agent is speaking");
+    let next = codec.poll_timeout().expect("timer");
+    assert!(next > due, "a timer at or before the last check wakes the driver again at once: {next:?} vs {due:?}");
+    assert_eq!(next, due + Duration::from_secs(4 * 60));
+    codec.handle_timeout(next);
+    assert_eq!(connects(&drain(&mut codec).0), 1, "rotated regardless at the hard deadline");
+}
