@@ -19,7 +19,14 @@ use svc_provider_core::{ProviderInput, SessionSetup};
 fn codecs() -> Vec<(&'static str, Box<dyn Codec>)> {
     let request = || ConnectRequest { url: "ws://x/".to_owned(), headers: Vec::new() };
     let backend = || Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() };
-    let setup = |block| SessionSetup::new(model(block), "p");
+    // Short session caps, so that rotations (due, waiting for quiet, forced) happen among the
+    // hostile frames too.
+    let setup = |block| {
+        let mut setup = SessionSetup::new(model(block), "p");
+        setup.limits.rotate_after = Duration::from_secs(2);
+        setup.limits.quiet_wait_max = Duration::from_secs(3);
+        setup
+    };
     vec![
         (
             "openai",
@@ -176,7 +183,13 @@ fn run_with_seed(seed: u64) {
                 codec.handle_connected(now);
             }
             if rng.below(60) == 0 {
-                codec.handle_timeout(now + Duration::from_secs(rng.below(100) as u64));
+                let at = now + Duration::from_secs(rng.below(100) as u64);
+                codec.handle_timeout(at);
+                // A deadline at or before the time just handled would wake the driver again at
+                // once, and again: a spin.
+                if let Some(next) = codec.poll_timeout() {
+                    assert!(next > at, "{name} (seed {seed}): a timer {:?} in the past after a timeout", at - next);
+                }
             }
             if rng.below(80) == 0 {
                 codec.handle_http(now, 1, HttpEvent::Data(frame.clone()));
