@@ -15,7 +15,9 @@ use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::{CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole, RoomCore};
+use crate::core::{
+    CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole, RoomCore, RoomDescription, RoomOptions,
+};
 use crate::local::{LocalShared, RpcError, rpc_codes};
 use crate::model::{LeaveReason, RoomEvent};
 use crate::rpc::{RpcCall, RpcCalls};
@@ -62,6 +64,12 @@ pub(crate) enum RoomCommand {
     PerformRpc(RpcCall),
     /// A fire-and-forget command of an in-process participant (read from the posts queue).
     Post(LocalPost),
+    /// The server API created this room: apply what it asked for.
+    Configure(RoomOptions),
+    /// The server API asks what is in the room.
+    Describe {
+        reply: oneshot::Sender<RoomDescription>,
+    },
 }
 
 /// A fire-and-forget command of an in-process participant: nobody waits for a reply. Posts have
@@ -185,6 +193,11 @@ impl RoomActor {
                             .response
                             .send(Err(RpcError::new(rpc_codes::RECIPIENT_NOT_FOUND, "recipient not found")));
                     }
+                }
+                Some(RoomCommand::Configure(options)) => self.core.apply_options(&options),
+                Some(RoomCommand::Describe { reply }) => {
+                    // The caller gave up waiting; nothing to tell it.
+                    let _ = reply.send(self.core.describe());
                 }
                 Some(RoomCommand::Close { reason }) => {
                     self.core.close(now, reason);

@@ -4,6 +4,7 @@
 //! - [`RoomServer`]: the signal server (`/rtc`, v0 protocol, binary protobuf over WebSocket),
 //!   WebRTC through str0m (ICE-lite on one UDP port per host address, DTLS, SCTP data channels,
 //!   Opus audio forwarded between participants: an audio SFU), and the room registry.
+//! - LiveKit's server API (`twirp`): `RoomService` over Twirp, for the official server SDKs.
 //! - [`LocalParticipant`]: the in-process participant API the session runtime uses to sit in a
 //!   room without a WebRTC hop.
 //!
@@ -25,9 +26,10 @@ mod signal;
 #[cfg(test)]
 mod sim;
 pub mod token;
+mod twirp;
 mod udp;
 
-pub use core::{LATE_AFTER, LocalError};
+pub use core::{LATE_AFTER, LocalError, RoomDescription, RoomOptions};
 pub use local::{
     InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, OutboundMedia, RemoteAudioDecoder,
     RpcError, RpcInvocation, rpc_codes,

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::actor::{LOCAL_QUEUE, LocalPost, POST_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
-use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore};
+use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore, RoomDescription, RoomOptions};
 use crate::ids::Ids;
 use crate::local::{LocalParticipant, LocalShared};
 use crate::model::{LeaveReason, ParticipantKind};
@@ -158,10 +158,11 @@ impl RoomServer {
         })
     }
 
-    /// The signalling routes (`/rtc`, `/rtc/validate`, `/rtc/v1…`); mount them at the path of
+    /// The signalling routes (`/rtc`, `/rtc/validate`, `/rtc/v1…`) and LiveKit's server API
+    /// (`/twirp/livekit.RoomService/…`); mount them at the path of
     /// the room URL handed to clients (e.g. `/room`).
     pub fn router(&self) -> axum::Router {
-        crate::signal::router(self.clone())
+        crate::signal::router(self.clone()).merge(crate::twirp::router(self.clone()))
     }
 
     /// The UDP addresses advertised to clients.
@@ -193,6 +194,17 @@ impl RoomServer {
 
     /// The room's command and post channels, creating the room if it does not exist.
     fn room_sender(&self, name: &str) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>), RoomError> {
+        self.open_room(name).map(|(sender, posts, _)| (sender, posts))
+    }
+
+    /// The command channel of an open room, without creating one.
+    fn existing_room(&self, name: &str) -> Option<mpsc::Sender<RoomCommand>> {
+        let rooms = self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        rooms.get(name).map(|entry| entry.sender.clone()).filter(|sender| !sender.is_closed())
+    }
+
+    /// As [`RoomServer::room_sender`], also saying whether the room was created just now.
+    fn open_room(&self, name: &str) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>, bool), RoomError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(RoomError::ShuttingDown);
         }
@@ -200,7 +212,7 @@ impl RoomServer {
         if let Some(entry) = rooms.get(name)
             && !entry.sender.is_closed()
         {
-            return Ok((entry.sender.clone(), entry.posts.clone()));
+            return Ok((entry.sender.clone(), entry.posts.clone(), false));
         }
         let id = self.inner.next_room_id.fetch_add(1, Ordering::Relaxed);
         let (sender, commands) = mpsc::channel(ROOM_QUEUE);
@@ -235,7 +247,27 @@ impl RoomServer {
         };
         self.inner.tasks.spawn(actor.run());
         rooms.insert(name.to_owned(), RoomEntry { id, sender: sender.clone(), posts: post_sender.clone() });
-        Ok((sender, post_sender))
+        Ok((sender, post_sender, true))
+    }
+
+    /// Server API `CreateRoom`: opens `name` with `options`, or, as LiveKit does, leaves a room
+    /// that is already open as it is; answers the room either way.
+    pub async fn create_room(&self, name: &str, options: RoomOptions) -> Result<RoomDescription, RoomError> {
+        for _ in 0..2 {
+            let (sender, _, created) = self.open_room(name)?;
+            if created && sender.send(RoomCommand::Configure(options.clone())).await.is_err() {
+                continue;
+            }
+            if let Some(description) = describe(&sender).await {
+                return Ok(description);
+            }
+        }
+        Err(RoomError::RoomClosed)
+    }
+
+    /// The room and everyone in it, if it is open (server API: `ListRooms`, `ListParticipants`).
+    pub async fn describe_room(&self, name: &str) -> Option<RoomDescription> {
+        describe(&self.existing_room(name)?).await
     }
 
     /// Sends a join to the room, recreating the room once if it closed in between.
@@ -314,6 +346,12 @@ impl RoomServer {
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
     }
+}
+
+async fn describe(sender: &mpsc::Sender<RoomCommand>) -> Option<RoomDescription> {
+    let (reply, description) = oneshot::channel();
+    sender.send(RoomCommand::Describe { reply }).await.ok()?;
+    description.await.ok()
 }
 
 /// Loopback (local clients, tests) plus the address of the interface holding the default route

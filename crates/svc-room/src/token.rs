@@ -54,6 +54,15 @@ pub struct RoomGrant {
     /// Invisible to other participants.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hidden: bool,
+    /// Server API: may create and delete rooms (`RoomService.CreateRoom`, `DeleteRoom`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub room_create: bool,
+    /// Server API: may list rooms.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub room_list: bool,
+    /// Server API: may administer `room` (its participants, metadata, data).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub room_admin: bool,
 }
 
 /// The claims of a room access token.
@@ -61,7 +70,8 @@ pub struct RoomGrant {
 pub struct RoomToken {
     /// API key.
     pub iss: String,
-    /// Participant identity.
+    /// Participant identity (a server API token may have none: the Node SDK leaves it out).
+    #[serde(default)]
     pub sub: String,
     /// Not before, epoch seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,20 +153,33 @@ impl RoomCredentials {
                 can_subscribe: Some(true),
                 can_publish_data: Some(true),
                 can_update_own_metadata: Some(true),
-                agent: false,
-                hidden: false,
+                ..RoomGrant::default()
             },
         })
     }
 
     /// Verifies a token signed with this key (HS256 only, `exp` required, 60 s leeway).
     pub fn verify(&self, token: &str) -> Result<RoomToken, RoomTokenError> {
+        let claims = self.verify_signed(token)?;
+        if claims.sub.is_empty() {
+            return Err(RoomTokenError::Invalid);
+        }
+        Ok(claims)
+    }
+
+    /// Verifies a server API token: as [`RoomCredentials::verify`], but it needs no identity
+    /// (the server SDKs sign their requests with an empty `sub`).
+    pub fn verify_server_api(&self, token: &str) -> Result<RoomToken, RoomTokenError> {
+        self.verify_signed(token)
+    }
+
+    fn verify_signed(&self, token: &str) -> Result<RoomToken, RoomTokenError> {
         let issuer = peek_issuer(token)?;
         if issuer != self.api_key {
             return Err(RoomTokenError::UnknownKey);
         }
         let mut validation = Validation::new(Algorithm::HS256);
-        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        validation.set_required_spec_claims(&["exp", "iss"]);
         validation.validate_nbf = true;
         validation.leeway = LEEWAY_SECONDS;
         validation.validate_aud = false;
@@ -165,9 +188,6 @@ impl RoomCredentials {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => RoomTokenError::Expired,
                 _ => RoomTokenError::Invalid,
             })?;
-        if data.claims.sub.is_empty() {
-            return Err(RoomTokenError::Invalid);
-        }
         Ok(data.claims)
     }
 }

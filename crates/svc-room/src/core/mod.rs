@@ -402,6 +402,30 @@ pub(crate) struct RoomCore {
     /// Nobody has been in the room since.
     empty_since: Option<Instant>,
     closed: bool,
+    /// Set by the server API (`CreateRoom`, `UpdateRoomMetadata`); shown in the room's info.
+    metadata: String,
+    /// The cap a `CreateRoom` asked for (0: none), shown in the room's info.
+    max_participants: u32,
+}
+
+/// What the server API may set on a room it creates.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoomOptions {
+    /// How long the room stays open with nobody in it (the server's default when `None`).
+    pub empty_timeout: Option<Duration>,
+    /// The room's metadata.
+    pub metadata: String,
+    /// The most participants the room is for (0: no cap).
+    pub max_participants: u32,
+}
+
+/// A room's state as the server API reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoomDescription {
+    /// The room.
+    pub room: proto::Room,
+    /// Everyone in it, in the order they joined.
+    pub participants: Vec<proto::ParticipantInfo>,
 }
 
 impl RoomCore {
@@ -429,6 +453,25 @@ impl RoomCore {
             empty_timeout,
             empty_since: Some(now),
             closed: false,
+            metadata: String::new(),
+            max_participants: 0,
+        }
+    }
+
+    /// Applies what a `CreateRoom` asked for to the room it created.
+    pub(crate) fn apply_options(&mut self, options: &RoomOptions) {
+        if let Some(timeout) = options.empty_timeout {
+            self.empty_timeout = timeout;
+        }
+        self.metadata.clone_from(&options.metadata);
+        self.max_participants = options.max_participants;
+    }
+
+    /// The room and everyone in it, hidden participants included (an administrator's view).
+    pub(crate) fn describe(&self) -> RoomDescription {
+        RoomDescription {
+            room: self.room_info(),
+            participants: self.participants.values().map(Participant_::to_proto).collect(),
         }
     }
 

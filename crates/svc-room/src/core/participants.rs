@@ -304,6 +304,9 @@ impl RoomCore {
             num_participants: u32::try_from(self.participants.len()).unwrap_or(u32::MAX),
             num_publishers: u32::try_from(self.participants.values().filter(|p| !p.tracks.is_empty()).count())
                 .unwrap_or(u32::MAX),
+            metadata: self.metadata.clone(),
+            empty_timeout: u32::try_from(self.empty_timeout.as_secs()).unwrap_or(u32::MAX),
+            max_participants: self.max_participants,
             ..Default::default()
         }
     }

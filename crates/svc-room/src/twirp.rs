@@ -1,0 +1,254 @@
+//! LiveKit's server API over Twirp: `POST …/twirp/livekit.<Service>/<Method>` (relative to the
+//! room URL's path, as the server SDKs build it), a protobuf or JSON body, a bearer token signed
+//! with the room's key carrying `video` grants, answers in the body's encoding, and errors as
+//! Twirp's JSON `{"code", "msg"}` with its HTTP statuses (research/livekit.md §5.3).
+//!
+//! `RoomService` so far: `CreateRoom`, `ListRooms`, `DeleteRoom`, `ListParticipants`,
+//! `GetParticipant`. Every other method of a LiveKit service answers `unimplemented`.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use livekit_protocol as proto;
+use prost::Message;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::core::RoomOptions;
+use crate::model::LeaveReason;
+use crate::server::RoomServer;
+use crate::token::RoomGrant;
+
+/// Largest request body accepted: the largest legitimate one (`SendData`) carries at most
+/// 64 KiB of data (LiveKit's own limit is near that).
+const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Longest room name accepted (LiveKit's limit).
+const MAX_ROOM_NAME: usize = 256;
+
+/// The Twirp routes, relative to the room URL's path.
+pub(crate) fn router(server: RoomServer) -> Router {
+    Router::new()
+        .route("/twirp/{service}/{method}", post(call))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(server)
+}
+
+/// A Twirp error: its code decides the HTTP status.
+#[derive(Debug)]
+struct TwirpError {
+    code: &'static str,
+    msg: String,
+}
+
+impl TwirpError {
+    fn new(code: &'static str, msg: impl Into<String>) -> TwirpError {
+        TwirpError { code, msg: msg.into() }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self.code {
+            "invalid_argument" | "malformed" => StatusCode::BAD_REQUEST,
+            "unauthenticated" => StatusCode::UNAUTHORIZED,
+            "permission_denied" => StatusCode::FORBIDDEN,
+            "not_found" | "bad_route" => StatusCode::NOT_FOUND,
+            "already_exists" => StatusCode::CONFLICT,
+            "unimplemented" => StatusCode::NOT_IMPLEMENTED,
+            "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for TwirpError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"code": self.code, "msg": self.msg}).to_string();
+        let mut response = (self.status(), body).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+}
+
+/// How the request's body was encoded; the answer uses the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Protobuf,
+    Json,
+}
+
+impl Encoding {
+    fn of(headers: &HeaderMap) -> Result<Encoding, TwirpError> {
+        let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
+        let mime = content_type.split(';').next().unwrap_or("").trim();
+        match mime {
+            "application/protobuf" => Ok(Encoding::Protobuf),
+            "application/json" => Ok(Encoding::Json),
+            other => Err(TwirpError::new("bad_route", format!("unexpected Content-Type: {other:?}"))),
+        }
+    }
+
+    fn decode<T: Message + Default + DeserializeOwned>(self, body: &[u8]) -> Result<T, TwirpError> {
+        let decoded = match self {
+            Encoding::Protobuf => T::decode(body).map_err(|error| error.to_string()),
+            // An empty JSON body is an empty message, as Twirp's own servers take it.
+            Encoding::Json if body.iter().all(u8::is_ascii_whitespace) => Ok(T::default()),
+            Encoding::Json => serde_json::from_slice(body).map_err(|error| error.to_string()),
+        };
+        decoded.map_err(|error| TwirpError::new("malformed", format!("the request body could not be decoded: {error}")))
+    }
+
+    fn answer<T: Message + Serialize>(self, message: &T) -> Response {
+        let (content_type, body) = match self {
+            Encoding::Protobuf => ("application/protobuf", message.encode_to_vec()),
+            Encoding::Json => ("application/json", serde_json::to_vec(message).unwrap_or_default()),
+        };
+        let mut response = (StatusCode::OK, body).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+    }
+}
+
+async fn call(
+    State(server): State<RoomServer>,
+    Path((service, method)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let encoding = match Encoding::of(&headers) {
+        Ok(encoding) => encoding,
+        Err(error) => return error.into_response(),
+    };
+    let result = match (service.as_str(), method.as_str()) {
+        ("livekit.RoomService", method) => room_service(&server, method, &headers, encoding, &body).await,
+        (service, method) if LIVEKIT_SERVICES.contains(&service) => {
+            Err(TwirpError::new("unimplemented", format!("{service}/{method} is not implemented by svc's room")))
+        }
+        (service, method) => Err(TwirpError::new("bad_route", format!("no such service: {service}/{method}"))),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// LiveKit's other services: a call to one is a known gap (`unimplemented`), not a bad route.
+const LIVEKIT_SERVICES: &[&str] =
+    &["livekit.AgentDispatchService", "livekit.SIP", "livekit.Egress", "livekit.Ingress", "livekit.Connector"];
+
+async fn room_service(
+    server: &RoomServer,
+    method: &str,
+    headers: &HeaderMap,
+    encoding: Encoding,
+    body: &[u8],
+) -> Result<Response, TwirpError> {
+    let grant = authorize(server, headers)?;
+    match method {
+        "CreateRoom" => {
+            require(grant.room_create, "roomCreate")?;
+            let request: proto::CreateRoomRequest = encoding.decode(body)?;
+            check_room_name(&request.name)?;
+            let options = RoomOptions {
+                empty_timeout: (request.empty_timeout > 0).then(|| Duration::from_secs(request.empty_timeout.into())),
+                metadata: request.metadata,
+                max_participants: request.max_participants,
+            };
+            let description = server
+                .create_room(&request.name, options)
+                .await
+                .map_err(|error| TwirpError::new("unavailable", error.to_string()))?;
+            Ok(encoding.answer(&description.room))
+        }
+        "ListRooms" => {
+            require(grant.room_list, "roomList")?;
+            let request: proto::ListRoomsRequest = encoding.decode(body)?;
+            let names = if request.names.is_empty() { server.room_names() } else { request.names };
+            let mut rooms = Vec::with_capacity(names.len());
+            for name in names {
+                if let Some(description) = server.describe_room(&name).await {
+                    rooms.push(description.room);
+                }
+            }
+            Ok(encoding.answer(&proto::ListRoomsResponse { rooms }))
+        }
+        "DeleteRoom" => {
+            require(grant.room_create, "roomCreate")?;
+            let request: proto::DeleteRoomRequest = encoding.decode(body)?;
+            if !server.close_room(&request.room, LeaveReason::RoomDeleted).await {
+                return Err(TwirpError::new("not_found", format!("room {:?} does not exist", request.room)));
+            }
+            Ok(encoding.answer(&proto::DeleteRoomResponse {}))
+        }
+        "ListParticipants" => {
+            let request: proto::ListParticipantsRequest = encoding.decode(body)?;
+            require_admin(&grant, &request.room)?;
+            let description = described(server, &request.room).await?;
+            Ok(encoding.answer(&proto::ListParticipantsResponse { participants: description.participants }))
+        }
+        "GetParticipant" => {
+            let request: proto::RoomParticipantIdentity = encoding.decode(body)?;
+            require_admin(&grant, &request.room)?;
+            let description = described(server, &request.room).await?;
+            let participant = description
+                .participants
+                .into_iter()
+                .find(|participant| participant.identity == request.identity)
+                .ok_or_else(|| {
+                    TwirpError::new("not_found", format!("participant {:?} is not in the room", request.identity))
+                })?;
+            Ok(encoding.answer(&participant))
+        }
+        method => Err(TwirpError::new(
+            "unimplemented",
+            format!("livekit.RoomService/{method} is not implemented by svc's room"),
+        )),
+    }
+}
+
+/// The verified grant of the request's bearer token.
+fn authorize(server: &RoomServer, headers: &HeaderMap) -> Result<RoomGrant, TwirpError> {
+    let value = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).unwrap_or("");
+    let Some(token) = value.strip_prefix("Bearer ").map(str::trim).filter(|token| !token.is_empty()) else {
+        return Err(TwirpError::new("unauthenticated", "authorization required"));
+    };
+    server
+        .credentials()
+        .verify_server_api(token)
+        .map(|claims| claims.video)
+        .map_err(|error| TwirpError::new("unauthenticated", error.to_string()))
+}
+
+fn require(granted: bool, grant: &str) -> Result<(), TwirpError> {
+    if granted {
+        Ok(())
+    } else {
+        Err(TwirpError::new("permission_denied", format!("the token lacks the {grant} grant")))
+    }
+}
+
+/// `roomAdmin` for this very room, as LiveKit checks it.
+fn require_admin(grant: &RoomGrant, room: &str) -> Result<(), TwirpError> {
+    require(grant.room_admin, "roomAdmin")?;
+    if grant.room != room {
+        return Err(TwirpError::new(
+            "permission_denied",
+            format!("the token administers {:?}, not {room:?}", grant.room),
+        ));
+    }
+    Ok(())
+}
+
+fn check_room_name(name: &str) -> Result<(), TwirpError> {
+    if name.is_empty() || name.len() > MAX_ROOM_NAME {
+        return Err(TwirpError::new("invalid_argument", format!("a room name is 1 to {MAX_ROOM_NAME} bytes")));
+    }
+    Ok(())
+}
+
+async fn described(server: &RoomServer, room: &str) -> Result<crate::core::RoomDescription, TwirpError> {
+    server
+        .describe_room(room)
+        .await
+        .ok_or_else(|| TwirpError::new("not_found", format!("room {room:?} does not exist")))
+}

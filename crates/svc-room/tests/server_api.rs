@@ -1,0 +1,193 @@
+//! LiveKit's server API (`RoomService` over Twirp) against the official server SDK, PyPI
+//! `livekit-api`, while the official client SDK (PyPI `livekit`) is in the room: the script
+//! (tests/interop/py/server_api.py) makes the calls and reports what each answered.
+//!
+//! Ignored by default: it needs the harness `scripts/interop-setup.sh` installs (scripts/test.sh
+//! runs it, then the ignored tests).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+mod support;
+
+const KEY: &str = "sdk-key";
+const SECRET: &str = "server-api-secret-0123456789abcdef";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
+    let interop = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/interop");
+    let python = interop.join("venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
+    // A room svc's runtime opened on its own is listed beside the SDK's.
+    let _agent = started
+        .room
+        .join_local(
+            "session-room",
+            svc_room::LocalJoinOptions {
+                identity: "agent".into(),
+                name: "Agent".into(),
+                kind: svc_room::ParticipantKind::Agent,
+                metadata: String::new(),
+                attributes: std::collections::BTreeMap::new(),
+            },
+        )
+        .await
+        .expect("an in-process participant opens a room");
+
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(&python)
+            .arg(interop.join("../../tests/interop/py/server_api.py"))
+            .args(["--url", &started.url(), "--key", KEY, "--secret", SECRET])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the script finishes")
+    .expect("the script runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    eprintln!("{report:#}");
+
+    let created = &report["created"];
+    assert_eq!(created["name"], "sdk-room");
+    assert!(created["sid"].as_str().is_some_and(|sid| sid.starts_with("RM_")), "{created}");
+    assert_eq!(created["metadata"], "from the sdk");
+    assert_eq!(created["empty_timeout"], 120);
+    assert_eq!(created["max_participants"], 7);
+    assert!(created["creation_time"].as_i64().is_some_and(|t| t > 1_700_000_000), "{created}");
+    // CreateRoom on an open room answers it unchanged.
+    assert_eq!(report["created_again"], json!({"sid": created["sid"], "metadata": "from the sdk"}));
+
+    assert_eq!(report["listed"], json!([["sdk-room", 1], ["session-room", 1]]));
+    assert_eq!(report["listed_by_name"], json!(["sdk-room"]));
+    // ParticipantInfo.State.ACTIVE = 2 once the client's media is up; JOINED = 1 before.
+    let participants = report["participants"].as_array().expect("participants");
+    assert_eq!(participants.len(), 1, "{participants:?}");
+    assert_eq!(participants[0][0], "py-user");
+    assert_eq!(participants[0][1], "Python user");
+    assert_eq!(report["participant"]["identity"], "py-user");
+    assert!(report["participant"]["sid"].as_str().is_some_and(|sid| sid.starts_with("PA_")));
+
+    let errors = &report["errors"];
+    assert_eq!(errors["unknown_identity"], json!({"code": "not_found", "status": 404}));
+    assert_eq!(errors["unknown_room"], json!({"code": "not_found", "status": 404}));
+    assert_eq!(errors["delete_unknown_room"], json!({"code": "not_found", "status": 404}));
+    assert_eq!(errors["empty_name"], json!({"code": "invalid_argument", "status": 400}));
+    assert_eq!(errors["wrong_secret"], json!({"code": "unauthenticated", "status": 401}));
+
+    assert_eq!(report["client_disconnected"], true, "DeleteRoom disconnects everyone");
+    assert_eq!(report["after_delete"], json!(["session-room"]));
+    started.room.shutdown().await;
+}
+
+/// One HTTP/1.1 request on a fresh connection; the status and the body.
+async fn post(
+    http: std::net::SocketAddr,
+    path: &str,
+    content_type: &str,
+    token: Option<&str>,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(http).await.expect("connect");
+    let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: room\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(body).await.expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("read");
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+    let status = String::from_utf8_lossy(&response[9..12]).parse().expect("a status");
+    (status, response[split..].to_vec())
+}
+
+fn token(credentials: &svc_room::RoomCredentials, grant: svc_room::RoomGrant) -> String {
+    let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() + 600;
+    credentials
+        .mint(svc_room::RoomToken {
+            iss: String::new(),
+            sub: String::new(),
+            nbf: None,
+            exp: i64::try_from(expires).expect("seconds"),
+            name: None,
+            kind: None,
+            metadata: None,
+            attributes: std::collections::BTreeMap::new(),
+            video: grant,
+        })
+        .expect("mint")
+}
+
+fn twirp_error(body: &[u8]) -> String {
+    let value: Value = serde_json::from_slice(body).expect("a Twirp error is JSON");
+    assert!(value["msg"].as_str().is_some_and(|msg| !msg.is_empty()), "{value}");
+    value["code"].as_str().expect("code").to_owned()
+}
+
+#[tokio::test]
+async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
+    use svc_room::RoomGrant;
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
+    let (http, credentials) = (started.http, &started.credentials);
+    let rooms = "/room/twirp/livekit.RoomService/ListRooms";
+    let lister = token(credentials, RoomGrant { room_list: true, ..RoomGrant::default() });
+
+    // JSON in, JSON out (protojson field names).
+    let create = token(credentials, RoomGrant { room_create: true, ..RoomGrant::default() });
+    let (status, body) = post(
+        http,
+        "/room/twirp/livekit.RoomService/CreateRoom",
+        "application/json",
+        Some(&create),
+        br#"{"name":"json-room","emptyTimeout":30}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let room: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!((room["name"].as_str(), room["emptyTimeout"].as_u64()), (Some("json-room"), Some(30)), "{room}");
+    let (status, body) = post(http, rooms, "application/json", Some(&lister), b"").await;
+    assert_eq!(status, 200);
+    let listed: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(listed["rooms"][0]["name"], "json-room", "{listed}");
+
+    // Authentication and grants.
+    let (status, body) = post(http, rooms, "application/json", None, b"{}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (401, "unauthenticated"));
+    let joiner = token(credentials, RoomGrant { room_join: true, room: "json-room".into(), ..RoomGrant::default() });
+    let (status, body) = post(http, rooms, "application/json", Some(&joiner), b"{}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (403, "permission_denied"));
+    let other_admin = token(credentials, RoomGrant { room_admin: true, room: "other".into(), ..RoomGrant::default() });
+    let (status, body) = post(
+        http,
+        "/room/twirp/livekit.RoomService/ListParticipants",
+        "application/json",
+        Some(&other_admin),
+        br#"{"room":"json-room"}"#,
+    )
+    .await;
+    assert_eq!((status, twirp_error(&body).as_str()), (403, "permission_denied"));
+
+    // Bodies and routes.
+    let (status, body) = post(http, rooms, "application/protobuf", Some(&lister), &[0xff, 0xff, 0xff]).await;
+    assert_eq!((status, twirp_error(&body).as_str()), (400, "malformed"));
+    let (status, body) = post(http, rooms, "application/json", Some(&lister), b"{\"names\": 3}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (400, "malformed"));
+    let (status, body) = post(http, rooms, "text/plain", Some(&lister), b"{}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (404, "bad_route"));
+    let (status, body) =
+        post(http, "/room/twirp/livekit.RoomService/Teleport", "application/json", Some(&lister), b"{}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (501, "unimplemented"));
+    let (status, body) =
+        post(http, "/room/twirp/livekit.Nothing/ListRooms", "application/json", Some(&lister), b"{}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (404, "bad_route"));
+    started.room.shutdown().await;
+}
