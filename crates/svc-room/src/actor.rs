@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::{
-    CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole, RoomCore, RoomDescription, RoomOptions,
+    AdminAnswer, AdminCommand, AdminError, CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole,
+    RoomCore, RoomDescription, RoomOptions,
 };
 use crate::local::{LocalShared, RpcError, rpc_codes};
 use crate::model::{LeaveReason, RoomEvent};
@@ -69,6 +70,11 @@ pub(crate) enum RoomCommand {
     /// The server API asks what is in the room.
     Describe {
         reply: oneshot::Sender<RoomDescription>,
+    },
+    /// The server API changes something in the room.
+    Admin {
+        command: AdminCommand,
+        reply: oneshot::Sender<Result<AdminAnswer, AdminError>>,
     },
 }
 
@@ -198,6 +204,10 @@ impl RoomActor {
                 Some(RoomCommand::Describe { reply }) => {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(self.core.describe());
+                }
+                Some(RoomCommand::Admin { command, reply }) => {
+                    // The caller gave up waiting; nothing to tell it.
+                    let _ = reply.send(self.core.admin(now, command));
                 }
                 Some(RoomCommand::Close { reason }) => {
                     self.core.close(now, reason);

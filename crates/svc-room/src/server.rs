@@ -13,7 +13,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::actor::{LOCAL_QUEUE, LocalPost, POST_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
-use crate::core::{JoinRequest, Key, MediaSettings, Permissions, RoomCore, RoomDescription, RoomOptions};
+use crate::core::{
+    AdminAnswer, AdminCommand, AdminError, JoinRequest, Key, MediaSettings, Permissions, RoomCore, RoomDescription,
+    RoomOptions,
+};
 use crate::ids::Ids;
 use crate::local::{LocalParticipant, LocalShared};
 use crate::model::{LeaveReason, ParticipantKind};
@@ -263,6 +266,14 @@ impl RoomServer {
             }
         }
         Err(RoomError::RoomClosed)
+    }
+
+    /// Carries out a server API command in `room`; `None` when the room is not open.
+    pub(crate) async fn admin(&self, room: &str, command: AdminCommand) -> Option<Result<AdminAnswer, AdminError>> {
+        let sender = self.existing_room(room)?;
+        let (reply, answer) = oneshot::channel();
+        sender.send(RoomCommand::Admin { command, reply }).await.ok()?;
+        answer.await.ok()
     }
 
     /// The room and everyone in it, if it is open (server API: `ListRooms`, `ListParticipants`).

@@ -3,8 +3,10 @@
 //! with the room's key carrying `video` grants, answers in the body's encoding, and errors as
 //! Twirp's JSON `{"code", "msg"}` with its HTTP statuses (research/livekit.md §5.3).
 //!
-//! `RoomService` so far: `CreateRoom`, `ListRooms`, `DeleteRoom`, `ListParticipants`,
-//! `GetParticipant`. Every other method of a LiveKit service answers `unimplemented`.
+//! `RoomService`: `CreateRoom`, `ListRooms`, `DeleteRoom`, `ListParticipants`, `GetParticipant`,
+//! `RemoveParticipant`, `UpdateParticipant`, `MutePublishedTrack`, `UpdateRoomMetadata`,
+//! `SendData` (the room's side of the last five: `core::admin`). Every other method of a LiveKit
+//! service answers `unimplemented`.
 
 use std::time::Duration;
 
@@ -19,7 +21,7 @@ use prost::Message;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::core::RoomOptions;
+use crate::core::{AdminAnswer, AdminCommand, AdminError, RoomOptions};
 use crate::model::LeaveReason;
 use crate::server::RoomServer;
 use crate::token::RoomGrant;
@@ -27,6 +29,8 @@ use crate::token::RoomGrant;
 /// Largest request body accepted: the largest legitimate one (`SendData`) carries at most
 /// 64 KiB of data (LiveKit's own limit is near that).
 const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Largest `SendData` payload: what the room forwards from a client.
+const MAX_DATA_BYTES: usize = 64 * 1024;
 /// Longest room name accepted (LiveKit's limit).
 const MAX_ROOM_NAME: usize = 256;
 
@@ -199,11 +203,92 @@ async fn room_service(
                 })?;
             Ok(encoding.answer(&participant))
         }
-        method => Err(TwirpError::new(
-            "unimplemented",
-            format!("livekit.RoomService/{method} is not implemented by svc's room"),
-        )),
+        method => {
+            let Some((room, command)) = admin_command(method, encoding, body)? else {
+                return Err(TwirpError::new(
+                    "unimplemented",
+                    format!("livekit.RoomService/{method} is not implemented by svc's room"),
+                ));
+            };
+            require_admin(&grant, &room)?;
+            let answer = server
+                .admin(&room, command)
+                .await
+                .ok_or_else(|| TwirpError::new("not_found", format!("room {room:?} does not exist")))?
+                .map_err(|error| match error {
+                    AdminError::TooLarge => TwirpError::new("invalid_argument", error.to_string()),
+                    AdminError::NoParticipant(_) | AdminError::NoTrack(_) => {
+                        TwirpError::new("not_found", error.to_string())
+                    }
+                })?;
+            Ok(match answer {
+                AdminAnswer::Done if method == "RemoveParticipant" => {
+                    encoding.answer(&proto::RemoveParticipantResponse {})
+                }
+                AdminAnswer::Done => encoding.answer(&proto::SendDataResponse {}),
+                AdminAnswer::Participant(participant) => encoding.answer(&participant),
+                AdminAnswer::Track(track) => encoding.answer(&proto::MuteRoomTrackResponse { track: Some(track) }),
+                AdminAnswer::Room(room) => encoding.answer(&room),
+            })
+        }
     }
+}
+
+/// The room-changing `RoomService` calls: their room and the command, `None` for a method svc's
+/// room does not have.
+fn admin_command(method: &str, encoding: Encoding, body: &[u8]) -> Result<Option<(String, AdminCommand)>, TwirpError> {
+    Ok(Some(match method {
+        "RemoveParticipant" => {
+            let request: proto::RoomParticipantIdentity = encoding.decode(body)?;
+            (request.room, AdminCommand::RemoveParticipant { identity: request.identity })
+        }
+        "UpdateParticipant" => {
+            let request: proto::UpdateParticipantRequest = encoding.decode(body)?;
+            let command = AdminCommand::UpdateParticipant {
+                identity: request.identity,
+                name: request.name,
+                metadata: request.metadata,
+                attributes: request.attributes.into_iter().collect(),
+                permission: request.permission,
+            };
+            (request.room, command)
+        }
+        "MutePublishedTrack" => {
+            let request: proto::MuteRoomTrackRequest = encoding.decode(body)?;
+            let command = AdminCommand::MutePublishedTrack {
+                identity: request.identity,
+                track_sid: request.track_sid,
+                muted: request.muted,
+            };
+            (request.room, command)
+        }
+        "UpdateRoomMetadata" => {
+            let request: proto::UpdateRoomMetadataRequest = encoding.decode(body)?;
+            (request.room, AdminCommand::UpdateRoomMetadata { metadata: request.metadata })
+        }
+        "SendData" => {
+            let request: proto::SendDataRequest = encoding.decode(body)?;
+            if request.data.len() > MAX_DATA_BYTES {
+                return Err(TwirpError::new("invalid_argument", format!("data is limited to {MAX_DATA_BYTES} bytes")));
+            }
+            let reliable = request.kind != proto::data_packet::Kind::Lossy as i32;
+            #[allow(deprecated)]
+            let packet = proto::DataPacket {
+                kind: request.kind,
+                destination_identities: request.destination_identities.clone(),
+                value: Some(proto::data_packet::Value::User(proto::UserPacket {
+                    payload: request.data,
+                    destination_identities: request.destination_identities,
+                    topic: request.topic,
+                    nonce: request.nonce,
+                    ..Default::default()
+                })),
+                ..Default::default()
+            };
+            (request.room, AdminCommand::SendData { packet, reliable })
+        }
+        _ => return Ok(None),
+    }))
 }
 
 /// The verified grant of the request's bearer token.

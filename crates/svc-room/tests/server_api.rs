@@ -74,7 +74,21 @@ async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
     assert_eq!(report["participant"]["identity"], "py-user");
     assert!(report["participant"]["sid"].as_str().is_some_and(|sid| sid.starts_with("PA_")));
 
+    // What the administrator changed, the answers say and the client saw.
+    assert_eq!(report["updated"], json!({"metadata": "vip", "attributes": {"tier": "gold"}, "name": "Renamed"}));
+    assert_eq!(report["muted_track"], json!({"sid": true, "muted": true}));
+    assert_eq!(report["room_metadata"], "room meta 2");
+    let saw = &report["client_saw"];
+    assert_eq!(saw["metadata"], "vip", "{saw}");
+    assert_eq!(saw["attributes"], json!({"tier": "gold"}), "{saw}");
+    assert_eq!(saw["data"], json!({"data": "hello from the server", "topic": "server.topic", "from": null}), "{saw}");
+    assert_eq!(saw["room_metadata"], "room meta 2", "{saw}");
+    assert_eq!(saw["muted"], true, "the publisher was asked to mute: {saw}");
+    assert_eq!(report["second_removed"], true);
+
     let errors = &report["errors"];
+    assert_eq!(errors["unknown_track"], json!({"code": "not_found", "status": 404}));
+    assert_eq!(errors["remove_twice"], json!({"code": "not_found", "status": 404}));
     assert_eq!(errors["unknown_identity"], json!({"code": "not_found", "status": 404}));
     assert_eq!(errors["unknown_room"], json!({"code": "not_found", "status": 404}));
     assert_eq!(errors["delete_unknown_room"], json!({"code": "not_found", "status": 404}));

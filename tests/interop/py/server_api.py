@@ -64,6 +64,73 @@ async def main():
     one = await room_service.get_participant(api.RoomParticipantIdentity(room="sdk-room", identity="py-user"))
     out["participant"] = {"identity": one.identity, "sid": one.sid, "name": one.name}
 
+    # What the room's administrator changes, the client sees.
+    seen = {name: asyncio.Event() for name in ["metadata", "attributes", "data", "room_metadata", "muted"]}
+    got = {}
+    room.on("participant_metadata_changed", lambda p, old, new: (got.__setitem__("metadata", new), seen["metadata"].set()))
+    room.on(
+        "participant_attributes_changed",
+        lambda changed, p: (got.__setitem__("attributes", dict(p.attributes)), seen["attributes"].set()),
+    )
+    room.on(
+        "data_received",
+        lambda packet: (
+            got.__setitem__("data", {"data": packet.data.decode(), "topic": packet.topic, "from": packet.participant.identity if packet.participant else None}),
+            seen["data"].set(),
+        ),
+    )
+    room.on("room_metadata_changed", lambda old, new: (got.__setitem__("room_metadata", new), seen["room_metadata"].set()))
+    room.on("track_muted", lambda p, publication: (got.__setitem__("muted", publication.sid), seen["muted"].set()))
+
+    source = rtc.AudioSource(48000, 1)
+    track = rtc.LocalAudioTrack.create_audio_track("mic", source)
+    published = await room.local_participant.publish_track(
+        track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+    )
+
+    updated = await room_service.update_participant(
+        api.UpdateParticipantRequest(
+            room="sdk-room", identity="py-user", metadata="vip", attributes={"tier": "gold"}, name="Renamed"
+        )
+    )
+    out["updated"] = {"metadata": updated.metadata, "attributes": dict(updated.attributes), "name": updated.name}
+    muted = await room_service.mute_published_track(
+        api.MuteRoomTrackRequest(room="sdk-room", identity="py-user", track_sid=published.sid, muted=True)
+    )
+    out["muted_track"] = {"sid": muted.track.sid == published.sid, "muted": muted.track.muted}
+    await room_service.send_data(
+        api.SendDataRequest(room="sdk-room", data=b"hello from the server", kind=0, topic="server.topic")
+    )
+    room_meta = await room_service.update_room_metadata(
+        api.UpdateRoomMetadataRequest(room="sdk-room", metadata="room meta 2")
+    )
+    out["room_metadata"] = room_meta.metadata
+    for name, event in seen.items():
+        try:
+            await asyncio.wait_for(event.wait(), 10)
+        except asyncio.TimeoutError:
+            got.setdefault(name, "not seen")
+    got["muted"] = got.get("muted") == published.sid
+    out["client_saw"] = got
+
+    # A second client is removed by the administrator.
+    second_token = (
+        api.AccessToken(args.key, args.secret)
+        .with_identity("py-second")
+        .with_grants(api.VideoGrants(room_join=True, room="sdk-room"))
+        .to_jwt()
+    )
+    second = rtc.Room()
+    second_gone = asyncio.Event()
+    second.on("disconnected", lambda reason: second_gone.set())
+    await second.connect(args.url, second_token)
+    await room_service.remove_participant(api.RoomParticipantIdentity(room="sdk-room", identity="py-second"))
+    try:
+        await asyncio.wait_for(second_gone.wait(), 10)
+        out["second_removed"] = True
+    except asyncio.TimeoutError:
+        out["second_removed"] = False
+
     errors = {}
     try:
         await room_service.get_participant(api.RoomParticipantIdentity(room="sdk-room", identity="nobody"))
@@ -88,6 +155,16 @@ async def main():
     except api.TwirpError as exc:
         errors["wrong_secret"] = error_of(exc)
     await wrong.aclose()
+    try:
+        await room_service.mute_published_track(
+            api.MuteRoomTrackRequest(room="sdk-room", identity="py-user", track_sid="TR_nope", muted=True)
+        )
+    except api.TwirpError as exc:
+        errors["unknown_track"] = error_of(exc)
+    try:
+        await room_service.remove_participant(api.RoomParticipantIdentity(room="sdk-room", identity="py-second"))
+    except api.TwirpError as exc:
+        errors["remove_twice"] = error_of(exc)
     out["errors"] = errors
 
     await room_service.delete_room(api.DeleteRoomRequest(room="sdk-room"))

@@ -13,6 +13,7 @@
 //! the timers and the drain policy. `crate::sim` runs the core against the client's core in
 //! virtual time.
 
+mod admin;
 mod data;
 mod in_process;
 mod media;
@@ -21,6 +22,7 @@ mod participants;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use admin::{AdminAnswer, AdminCommand, AdminError};
 use data::TokenBucket;
 pub(crate) use participants::leave_request;
 
@@ -50,6 +52,9 @@ use crate::rtc::{self, Dirty, DrainRtc, PeerConnection};
 /// A participant's handle inside one room.
 pub(crate) type Key = u64;
 
+/// The sender of what the server API sends: no participant has it (keys start at 1).
+const SERVER_KEY: Key = 0;
+
 /// Which of a remote participant's two peer connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PcRole {
@@ -76,7 +81,7 @@ const RELIABLE_LOW_THRESHOLD: usize = 32 * 1024;
 /// Tracks one participant may publish (audio only; a client needs one or two).
 const MAX_TRACKS_PER_PARTICIPANT: usize = 8;
 /// Bytes of attributes plus metadata a participant may carry.
-const MAX_PARTICIPANT_STATE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_PARTICIPANT_STATE_BYTES: usize = 64 * 1024;
 /// Data budget per sender: a burst of this many packets…
 const DATA_BURST_PACKETS: f64 = 400.0;
 /// …refilled at this rate. A flood beyond it is dropped at the sender, never at the receivers.

@@ -386,6 +386,17 @@ impl Sim {
         reply
     }
 
+    /// A server API command (`RoomService`), as the Twirp edge hands it to the room.
+    pub(crate) fn admin(
+        &mut self,
+        command: crate::core::AdminCommand,
+    ) -> Result<crate::core::AdminAnswer, crate::core::AdminError> {
+        let now = self.now;
+        let answer = self.room.admin(now, command);
+        self.collect();
+        answer
+    }
+
     /// The room closes (deleted, or the server shuts down).
     pub(crate) fn close_room(&mut self, reason: LeaveReason) {
         let now = self.now;

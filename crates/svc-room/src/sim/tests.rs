@@ -515,3 +515,77 @@ fn an_empty_room_expires_after_its_timeout_and_a_join_in_between_restarts_the_cl
     let after = sim.elapsed() - emptied;
     assert!(after >= EMPTY_TIMEOUT - Duration::from_millis(20) && after <= EMPTY_TIMEOUT, "expired after {after:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The server API (RoomService) acting on the room
+
+#[test]
+fn the_server_api_sends_data_as_nobody_takes_a_grant_away_and_removes_a_participant() {
+    use crate::core::{AdminAnswer, AdminCommand, AdminError};
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+
+    // Data from the server: no sender, only to the destinations named.
+    #[allow(deprecated)]
+    let packet = proto::DataPacket {
+        kind: proto::data_packet::Kind::Reliable as i32,
+        participant_identity: "spoofed".to_owned(),
+        destination_identities: vec!["bob".to_owned(), "agent".to_owned()],
+        value: Some(proto::data_packet::Value::User(proto::UserPacket {
+            payload: b"from the server".to_vec(),
+            topic: Some("ops".to_owned()),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    assert_eq!(sim.admin(AdminCommand::SendData { packet, reliable: true }), Ok(AdminAnswer::Done));
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(sim.client(bob).data(), [(String::new(), Some("ops".to_owned()), b"from the server".to_vec(), true)]);
+    assert!(sim.client(alice).data().is_empty(), "alice was not a destination");
+    let agent_heard = sim.local_events(agent).into_iter().any(
+        |e| matches!(e, RoomEvent::Data(d) if d.from_identity.is_empty() && d.payload.as_ref() == b"from the server"),
+    );
+    assert!(agent_heard, "the in-process agent gets it too");
+
+    // Taking canPublishData away: alice's next packet reaches nobody; everyone sees the grant.
+    let mut permission = sim.client(bob).latest_info("alice").and_then(|info| info.permission).expect("a permission");
+    permission.can_publish_data = false;
+    let answer = sim.admin(AdminCommand::UpdateParticipant {
+        identity: "alice".to_owned(),
+        name: String::new(),
+        metadata: String::new(),
+        attributes: BTreeMap::new(),
+        permission: Some(permission),
+    });
+    let Ok(AdminAnswer::Participant(info)) = answer else { panic!("{answer:?}") };
+    assert!(!info.permission.expect("permission").can_publish_data);
+    sim.run_for(Duration::from_millis(50));
+    let seen = sim.client(bob).latest_info("alice").and_then(|info| info.permission).expect("bob sees alice");
+    assert!(!seen.can_publish_data, "the update reached the others");
+    sim.send_data(alice, b"still here?", None, true, &[]).expect("the client sends");
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(sim.client(bob).data().len(), 1, "dropped at the room");
+
+    // Too much metadata is refused whole; an unknown identity is not found.
+    let huge = "m".repeat(crate::core::MAX_PARTICIPANT_STATE_BYTES + 1);
+    let update = |identity: &str, metadata: String| AdminCommand::UpdateParticipant {
+        identity: identity.to_owned(),
+        name: String::new(),
+        metadata,
+        attributes: BTreeMap::new(),
+        permission: None,
+    };
+    assert_eq!(sim.admin(update("alice", huge)), Err(AdminError::TooLarge));
+    assert_eq!(sim.admin(update("nobody", "m".to_owned())), Err(AdminError::NoParticipant("nobody".to_owned())));
+
+    // Removed: alice is told why and leaves; bob sees her go.
+    assert_eq!(sim.admin(AdminCommand::RemoveParticipant { identity: "alice".to_owned() }), Ok(AdminAnswer::Done));
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(sim.client(alice).left(), Some(proto::DisconnectReason::ParticipantRemoved));
+    assert_eq!(
+        sim.admin(AdminCommand::RemoveParticipant { identity: "alice".to_owned() }),
+        Err(AdminError::NoParticipant("alice".to_owned()))
+    );
+}
