@@ -9,7 +9,7 @@
 #   target/interop/venv/               livekit==1.2.1, livekit-api==1.2.2 (+ numpy)
 #   target/interop/audio/caller.wav    48 kHz mono s16 speech, published by the caller
 #   target/interop/audio/responder.wav a different sentence, published by the responder
-#   tests/interop/web/node_modules/    livekit-client, playwright-core, esbuild (npm ci)
+#   tests/interop/web/node_modules/    livekit-client, livekit-server-sdk, playwright-core, esbuild (npm ci)
 #   tests/interop/web/dist/            bundle.js + index.html served to Chromium
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -168,6 +168,13 @@ impl RoomServer {
         crate::signal::router(self.clone()).merge(crate::twirp::router(self.clone()))
     }
 
+    /// LiveKit's server API alone (`/twirp/livekit.<Service>/<Method>`), for the root of the
+    /// origin: the Node server SDK posts there whatever path its URL has (the Python SDK keeps the
+    /// path and reaches [`RoomServer::router`]'s copy).
+    pub fn server_api_router(&self) -> axum::Router {
+        crate::twirp::router(self.clone())
+    }
+
     /// The UDP addresses advertised to clients.
     pub fn udp_addrs(&self) -> Vec<SocketAddr> {
         self.inner.settings.candidates.clone()

@@ -205,3 +205,73 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     assert_eq!((status, twirp_error(&body).as_str()), (404, "bad_route"));
     started.room.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn the_node_server_sdk_manages_rooms_and_the_agent_sees_its_changes() {
+    let web = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/web");
+    assert!(
+        web.join("node_modules/livekit-server-sdk").exists(),
+        "tests/interop/web/node_modules is missing: run scripts/interop-setup.sh"
+    );
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
+    let mut agent = started
+        .room
+        .join_local(
+            "session-room",
+            svc_room::LocalJoinOptions {
+                identity: "agent".into(),
+                name: "Agent".into(),
+                kind: svc_room::ParticipantKind::Agent,
+                metadata: String::new(),
+                attributes: std::collections::BTreeMap::new(),
+            },
+        )
+        .await
+        .expect("the agent joins");
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("node")
+            .arg(web.join("server_api.mjs"))
+            .args([&started.url(), KEY, SECRET])
+            .current_dir(&web)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the script finishes")
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    eprintln!("{report:#}");
+
+    assert_eq!(
+        report["created"],
+        json!({"name": "node-room", "metadata": "from node", "emptyTimeout": 60, "sid": true})
+    );
+    assert_eq!(report["listed"], json!([["node-room", 0], ["session-room", 1]]));
+    // ParticipantInfo.Kind.AGENT = 4.
+    assert_eq!(report["participants"], json!([["agent", 4]]));
+    assert_eq!(report["updated"], json!({"metadata": "node meta", "attributes": {"from.node": "yes"}}));
+    assert_eq!(report["roomMetadata"], "node room meta");
+    assert_eq!(report["errors"]["unknownIdentity"], json!({"code": "not_found", "status": 404}));
+    assert_eq!(report["errors"]["deleteUnknownRoom"], json!({"code": "not_found", "status": 404}));
+    assert_eq!(report["errors"]["wrongSecret"], json!({"code": "unauthenticated", "status": 401}));
+    assert_eq!(report["afterDelete"], json!(["session-room"]));
+
+    // The agent got the server's data packet (no sender) and sees its own new attributes.
+    let mut data = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while data.is_none() {
+        match tokio::time::timeout_at(deadline, agent.next_event()).await {
+            Ok(Some(svc_room::RoomEvent::Data(message))) => data = Some(message),
+            Ok(Some(_)) => {}
+            other => panic!("no data packet: {other:?}"),
+        }
+    }
+    let data = data.expect("data");
+    assert_eq!((data.from_identity.as_str(), data.topic.as_deref()), ("", Some("node.topic")));
+    assert_eq!(data.payload.as_ref(), b"node says hi");
+    started.room.shutdown().await;
+}

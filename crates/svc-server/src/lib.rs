@@ -36,7 +36,9 @@ pub async fn run(
     run_with_room(listener, app, None, shutdown).await
 }
 
-/// [`run`], with the embedded media room's signalling mounted at the path of the room URL.
+/// [`run`], with the embedded media room's signalling and LiveKit server API mounted at the path
+/// of the room URL, and the server API also at the origin's `/twirp` (where the Node server SDK
+/// posts).
 pub async fn run_with_room(
     listener: TcpListener,
     app: App,
@@ -46,7 +48,7 @@ pub async fn run_with_room(
     let room_path = room_mount_path(&app.config.room.url);
     let mut router = routes::router(app);
     if let Some(room) = room {
-        router = router.nest(&room_path, room.router());
+        router = router.nest(&room_path, room.router()).merge(room.server_api_router());
     }
     // Nagle off, as LiveKit's own server (Go's default) has it: signalling answers and small REST
     // replies written back to back must not wait for the peer's delayed acknowledgement.

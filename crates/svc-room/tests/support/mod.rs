@@ -37,7 +37,8 @@ pub async fn start_room(key: &str, secret: &str, empty_timeout: Duration) -> Tes
     let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let http = listener.local_addr().expect("addr");
-    let router = axum::Router::new().nest("/room", room.router());
+    // As `svc serve` mounts it: the room at /room, its server API also at the origin's /twirp.
+    let router = axum::Router::new().nest("/room", room.router()).merge(room.server_api_router());
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
     });
