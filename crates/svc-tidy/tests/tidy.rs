@@ -142,12 +142,14 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-session/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
 ];
 
-/// Where HTTP may appear: the API, the room's signal server, the outbound HTTP client, the tool
+/// Where HTTP may appear: the API, the room's signal server and server API, the outbound HTTP client, the tool
 /// backends' client, and the test doubles and tools.
 const HTTP_EDGES: &[&str] = &[
     "svc-server/",
     "svc-room/src/signal.rs",
     "svc-room/src/server.rs",
+    // LiveKit's server API (Twirp): the room's second HTTP edge.
+    "svc-room/src/twirp.rs",
     "svc-http/",
     "svc-local/src/install.rs",
     "svc-tools/src/http.rs",
