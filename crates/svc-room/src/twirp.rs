@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -120,11 +121,19 @@ async fn call(
     State(server): State<RoomServer>,
     Path((service, method)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let encoding = match Encoding::of(&headers) {
         Ok(encoding) => encoding,
         Err(error) => return error.into_response(),
+    };
+    // Over the limit (or cut off): a Twirp error like every other refusal, not axum's plain text.
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let msg = format!("the request body could not be read (at most {MAX_BODY_BYTES} bytes): {rejection}");
+            return TwirpError::new("invalid_argument", msg).into_response();
+        }
     };
     let result = match (service.as_str(), method.as_str()) {
         ("livekit.RoomService", method) => room_service(&server, method, &headers, encoding, &body).await,

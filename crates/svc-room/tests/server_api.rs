@@ -124,6 +124,39 @@ async fn post(
     (status, response[split..].to_vec())
 }
 
+async fn over_the_limit(http: std::net::SocketAddr, path: &str, token: &str) -> (u16, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(http).await.expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: room\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
+        2 * 1024 * 1024
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(&vec![b' '; 1024 * 1024 + 1]).await.expect("write");
+    let mut response = Vec::new();
+    let mut buffer = [0_u8; 4096];
+    // The answer comes whole with its length; stop reading once it has.
+    loop {
+        let read = stream.read(&mut buffer).await.expect("read");
+        response.extend_from_slice(&buffer[..read]);
+        let Some(split) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+            assert!(read > 0, "the connection closed before an answer: {}", String::from_utf8_lossy(&response));
+            continue;
+        };
+        let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("a content length");
+        if read == 0 || response.len() >= split + 4 + length {
+            let status = String::from_utf8_lossy(&response[9..12]).parse().expect("a status");
+            return (status, response[split + 4..split + 4 + length].to_vec());
+        }
+    }
+}
+
 fn token(credentials: &svc_room::RoomCredentials, grant: svc_room::RoomGrant) -> String {
     let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() + 600;
     credentials
@@ -203,6 +236,11 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     let (status, body) =
         post(http, "/room/twirp/livekit.Nothing/ListRooms", "application/json", Some(&lister), b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (404, "bad_route"));
+    // Over the 1 MiB body limit: refused before it is decoded, as a Twirp error. The request
+    // announces 2 MiB and sends one byte past the limit, all of which the server reads before
+    // it answers (so it closes cleanly, without unread bytes that would reset the connection).
+    let (status, body) = over_the_limit(http, rooms, &lister).await;
+    assert_eq!((status, twirp_error(&body).as_str()), (400, "invalid_argument"));
     started.room.shutdown().await;
 }
 
