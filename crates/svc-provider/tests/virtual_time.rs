@@ -24,6 +24,19 @@ fn openai_ready(t0: Instant) -> RealtimeCodec {
     codec
 }
 
+fn gpt_live_ready(t0: Instant) -> GptLiveCodec {
+    let setup = SessionSetup::new(model(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())), "p");
+    let mut codec = GptLiveCodec::new(
+        setup,
+        request(),
+        Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() },
+    );
+    codec.handle_connected(t0);
+    codec.handle_upstream_message(t0, br#"{"type":"session.started","session":{"id":"l1"}}"#);
+    drain(&mut codec);
+    codec
+}
+
 #[test]
 fn openai_rotation_waits_for_a_quiet_moment() {
     let t0 = Instant::now();
@@ -166,15 +179,7 @@ fn gemini_go_away_waits_for_the_post_tool_handle() {
 #[test]
 fn gpt_live_user_turn_ends_on_silence_in_virtual_time() {
     let t0 = Instant::now();
-    let setup = SessionSetup::new(model(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())), "p");
-    let mut codec = GptLiveCodec::new(
-        setup,
-        request(),
-        Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() },
-    );
-    codec.handle_connected(t0);
-    codec.handle_upstream_message(t0, br#"{"type":"session.started","session":{"id":"l1"}}"#);
-    drain(&mut codec);
+    let mut codec = gpt_live_ready(t0);
     codec.handle_upstream_message(
         t0 + Duration::from_millis(100),
         br#"{"type":"session.input_transcript.delta","delta":"hi ","start_ms":0,"end_ms":300}"#,
@@ -343,15 +348,7 @@ fn openai_rotation_waiting_on_a_speaking_user_sleeps_until_it_must_act() {
 #[test]
 fn gpt_live_rotation_waiting_on_speech_sleeps_until_it_must_act() {
     let t0 = Instant::now();
-    let setup = SessionSetup::new(model(ProviderBlock::ProviderBLive(ProviderBLiveBlock::default())), "p");
-    let mut codec = GptLiveCodec::new(
-        setup,
-        request(),
-        Backend { url: "http://x/v1/responses".to_owned(), headers: Vec::new(), model: "m".to_owned() },
-    );
-    codec.handle_connected(t0);
-    codec.handle_upstream_message(t0, br#"{"type":"session.started","session":{"id":"l1"}}"#);
-    drain(&mut codec);
+    let mut codec = gpt_live_ready(t0);
     let due = codec.poll_timeout().expect("the rotation timer");
     // The agent is speaking when the rotation falls due.
     let audio = format!(r#"{{"type":"session.output_audio.delta","delta":"{}"}}"#, voiced_delta());

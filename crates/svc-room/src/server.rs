@@ -277,10 +277,7 @@ impl RoomServer {
 
     /// Carries out a server API command in `room`; `None` when the room is not open.
     pub(crate) async fn admin(&self, room: &str, command: AdminCommand) -> Option<Result<AdminAnswer, AdminError>> {
-        let sender = self.existing_room(room)?;
-        let (reply, answer) = oneshot::channel();
-        sender.send(RoomCommand::Admin { command, reply }).await.ok()?;
-        answer.await.ok()
+        ask(&self.existing_room(room)?, |reply| RoomCommand::Admin { command, reply }).await
     }
 
     /// The room and everyone in it, if it is open (server API: `ListRooms`, `ListParticipants`).
@@ -347,11 +344,7 @@ impl RoomServer {
 
     /// Closes a room: every participant gets a leave with `reason`. Returns whether it existed.
     pub async fn close_room(&self, room: &str, reason: LeaveReason) -> bool {
-        let sender = {
-            let rooms = self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            rooms.get(room).map(|entry| entry.sender.clone())
-        };
-        match sender {
+        match self.existing_room(room) {
             Some(sender) => sender.send(RoomCommand::Close { reason }).await.is_ok(),
             None => false,
         }
@@ -367,9 +360,18 @@ impl RoomServer {
 }
 
 async fn describe(sender: &mpsc::Sender<RoomCommand>) -> Option<RoomDescription> {
-    let (reply, description) = oneshot::channel();
-    sender.send(RoomCommand::Describe { reply }).await.ok()?;
-    description.await.ok()
+    ask(sender, |reply| RoomCommand::Describe { reply }).await
+}
+
+/// Sends a room a command that carries its reply channel and waits for the answer; `None` when
+/// the room closed first.
+async fn ask<T>(
+    sender: &mpsc::Sender<RoomCommand>,
+    command: impl FnOnce(oneshot::Sender<T>) -> RoomCommand,
+) -> Option<T> {
+    let (reply, answer) = oneshot::channel();
+    sender.send(command(reply)).await.ok()?;
+    answer.await.ok()
 }
 
 /// Loopback (local clients, tests) plus the address of the interface holding the default route

@@ -23,36 +23,18 @@ async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
     assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
     let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
     // A room svc's runtime opened on its own is listed beside the SDK's.
-    let _agent = started
-        .room
-        .join_local(
-            "session-room",
-            svc_room::LocalJoinOptions {
-                identity: "agent".into(),
-                name: "Agent".into(),
-                kind: svc_room::ParticipantKind::Agent,
-                metadata: String::new(),
-                attributes: std::collections::BTreeMap::new(),
-            },
-        )
-        .await
-        .expect("an in-process participant opens a room");
+    let _agent = join_agent(&started.room).await;
 
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(&python)
-            .arg(interop.join("../../tests/interop/py/server_api.py"))
-            .args(["--url", &started.url(), "--key", KEY, "--secret", SECRET])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the script finishes")
-    .expect("the script runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
-    eprintln!("{report:#}");
+    let mut script = tokio::process::Command::new(&python);
+    script.arg(interop.join("../../tests/interop/py/server_api.py")).args([
+        "--url",
+        &started.url(),
+        "--key",
+        KEY,
+        "--secret",
+        SECRET,
+    ]);
+    let report = run_report(script).await;
 
     let created = &report["created"];
     assert_eq!(created["name"], "sdk-room");
@@ -100,6 +82,31 @@ async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
     started.room.shutdown().await;
 }
 
+/// The in-process agent, opening the room `session-room` (a room svc's runtime opens on its own).
+async fn join_agent(room: &svc_room::RoomServer) -> svc_room::LocalParticipant {
+    let options = svc_room::LocalJoinOptions {
+        identity: "agent".into(),
+        name: "Agent".into(),
+        kind: svc_room::ParticipantKind::Agent,
+        metadata: String::new(),
+        attributes: std::collections::BTreeMap::new(),
+    };
+    room.join_local("session-room", options).await.expect("the agent joins")
+}
+
+/// Runs an SDK script and returns the JSON report it prints last.
+async fn run_report(mut script: tokio::process::Command) -> Value {
+    let output = tokio::time::timeout(Duration::from_secs(60), script.kill_on_drop(true).output())
+        .await
+        .expect("the script finishes")
+        .expect("the script runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    eprintln!("{report:#}");
+    report
+}
+
 /// One HTTP/1.1 request on a fresh connection; the status and the body.
 async fn post(
     http: std::net::SocketAddr,
@@ -108,35 +115,35 @@ async fn post(
     token: Option<&str>,
     body: &[u8],
 ) -> (u16, Vec<u8>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(http).await.expect("connect");
     let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: room\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: room\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\n\r\n",
         body.len()
     );
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body).await.expect("write");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.expect("read");
-    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
-    let status = String::from_utf8_lossy(&response[9..12]).parse().expect("a status");
-    (status, response[split..].to_vec())
+    exchange(http, &head, body).await
 }
 
+/// A request that announces 2 MiB and sends one byte past the 1 MiB limit, all of which the
+/// server reads before it answers (so it closes cleanly, without unread bytes that would reset
+/// the connection mid-write).
 async fn over_the_limit(http: std::net::SocketAddr, path: &str, token: &str) -> (u16, Vec<u8>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(http).await.expect("connect");
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: room\r\nContent-Type: application/json\r\n\
          Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
         2 * 1024 * 1024
     );
+    exchange(http, &head, &vec![b' '; 1024 * 1024 + 1]).await
+}
+
+/// Writes `head` and `body` on a fresh connection and reads the answer: its status and the body
+/// its `Content-Length` announces.
+async fn exchange(http: std::net::SocketAddr, head: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(http).await.expect("connect");
     stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(&vec![b' '; 1024 * 1024 + 1]).await.expect("write");
+    stream.write_all(body).await.expect("write");
     let mut response = Vec::new();
     let mut buffer = [0_u8; 4096];
-    // The answer comes whole with its length; stop reading once it has.
     loop {
         let read = stream.read(&mut buffer).await.expect("read");
         response.extend_from_slice(&buffer[..read]);
@@ -152,7 +159,7 @@ async fn over_the_limit(http: std::net::SocketAddr, path: &str, token: &str) -> 
             .expect("a content length");
         if read == 0 || response.len() >= split + 4 + length {
             let status = String::from_utf8_lossy(&response[9..12]).parse().expect("a status");
-            return (status, response[split + 4..split + 4 + length].to_vec());
+            return (status, response[split + 4..(split + 4 + length).min(response.len())].to_vec());
         }
     }
 }
@@ -236,9 +243,7 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     let (status, body) =
         post(http, "/room/twirp/livekit.Nothing/ListRooms", "application/json", Some(&lister), b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (404, "bad_route"));
-    // Over the 1 MiB body limit: refused before it is decoded, as a Twirp error. The request
-    // announces 2 MiB and sends one byte past the limit, all of which the server reads before
-    // it answers (so it closes cleanly, without unread bytes that would reset the connection).
+    // Over the 1 MiB body limit: refused before it is decoded, as a Twirp error.
     let (status, body) = over_the_limit(http, rooms, &lister).await;
     assert_eq!((status, twirp_error(&body).as_str()), (400, "invalid_argument"));
     started.room.shutdown().await;
@@ -253,36 +258,10 @@ async fn the_node_server_sdk_manages_rooms_and_the_agent_sees_its_changes() {
         "tests/interop/web/node_modules is missing: run scripts/interop-setup.sh"
     );
     let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
-    let mut agent = started
-        .room
-        .join_local(
-            "session-room",
-            svc_room::LocalJoinOptions {
-                identity: "agent".into(),
-                name: "Agent".into(),
-                kind: svc_room::ParticipantKind::Agent,
-                metadata: String::new(),
-                attributes: std::collections::BTreeMap::new(),
-            },
-        )
-        .await
-        .expect("the agent joins");
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new("node")
-            .arg(web.join("server_api.mjs"))
-            .args([&started.url(), KEY, SECRET])
-            .current_dir(&web)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the script finishes")
-    .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
-    eprintln!("{report:#}");
+    let mut agent = join_agent(&started.room).await;
+    let mut script = tokio::process::Command::new("node");
+    script.arg(web.join("server_api.mjs")).args([&started.url(), KEY, SECRET]).current_dir(&web);
+    let report = run_report(script).await;
 
     assert_eq!(
         report["created"],

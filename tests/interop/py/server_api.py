@@ -42,13 +42,13 @@ async def main():
     out["created_again"] = {"sid": again.sid, "metadata": again.metadata}
 
     # A real client joins the room the SDK created.
-    token = (
-        api.AccessToken(args.key, args.secret)
-        .with_identity("py-user")
-        .with_name("Python user")
-        .with_grants(api.VideoGrants(room_join=True, room="sdk-room"))
-        .to_jwt()
-    )
+    def join_token(identity, name=None):
+        token = api.AccessToken(args.key, args.secret).with_identity(identity)
+        if name is not None:
+            token = token.with_name(name)
+        return token.with_grants(api.VideoGrants(room_join=True, room="sdk-room")).to_jwt()
+
+    token = join_token("py-user", "Python user")
     room = rtc.Room()
     disconnected = asyncio.Event()
     room.on("disconnected", lambda reason: disconnected.set())
@@ -114,12 +114,7 @@ async def main():
     out["client_saw"] = got
 
     # A second client is removed by the administrator.
-    second_token = (
-        api.AccessToken(args.key, args.secret)
-        .with_identity("py-second")
-        .with_grants(api.VideoGrants(room_join=True, room="sdk-room"))
-        .to_jwt()
-    )
+    second_token = join_token("py-second")
     second = rtc.Room()
     second_gone = asyncio.Event()
     second.on("disconnected", lambda reason: second_gone.set())
