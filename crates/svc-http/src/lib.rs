@@ -1,8 +1,9 @@
 //! svc's outbound HTTPS client, below every crate that calls out: the TLS configuration
 //! ([`tls_config`]: rustls with ring and the webpki roots, also what the provider driver's
-//! WebSocket uses) and the one streaming call ([`post`]), a JSON POST whose response may be a
+//! WebSocket uses), the one streaming call ([`post`]), a JSON POST whose response may be a
 //! stream of server-sent events (the Responses API under GPT-Live `svc` delegation, the local
-//! provider's OpenAI-compatible reply endpoint). HTTP/1.1 over TCP. Progress goes back as
+//! provider's OpenAI-compatible reply endpoint), and a one-shot POST that answers a status
+//! ([`post_once`], the room's webhooks). HTTP/1.1 over TCP. Progress goes back as
 //! [`HttpEvent`]s on a bounded channel, so a sans-IO codec can be fed them as they come.
 
 use std::sync::Arc;
@@ -14,6 +15,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use url::Url;
+
+/// The TLS client configuration [`tls_config`] builds (rustls'), for callers that keep one.
+pub use rustls::ClientConfig as TlsClientConfig;
 
 /// One outbound HTTP request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,39 +96,14 @@ async fn run(
     tls: Arc<rustls::ClientConfig>,
     tx: &mpsc::Sender<(u64, HttpEvent)>,
 ) -> Result<(), String> {
-    let url = Url::parse(&request.url).map_err(|error| error.to_string())?;
-    let host = url.host_str().ok_or("URL without host")?.to_owned();
-    let port = url.port_or_known_default().ok_or("URL without port")?;
-    let tcp = TcpStream::connect((host.as_str(), port)).await.map_err(|error| error.to_string())?;
-    // Best effort: an option the OS may refuse.
-    let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Io> = if url.scheme() == "https" {
-        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|error| error.to_string())?;
-        let connector = tokio_rustls::TlsConnector::from(tls);
-        Box::new(connector.connect(name, tcp).await.map_err(|error| error.to_string())?)
-    } else {
-        Box::new(tcp)
+    let outgoing = Outgoing {
+        url: &request.url,
+        content_type: "application/json",
+        accept: Some("text/event-stream"),
+        headers: &request.headers,
+        body: Bytes::from(request.body),
     };
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|error| error.to_string())?;
-    let driver = tokio::spawn(connection);
-    let path = match url.query() {
-        Some(query) => format!("{}?{query}", url.path()),
-        None => url.path().to_owned(),
-    };
-    let authority = match url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.clone(),
-    };
-    let mut builder = hyper::Request::post(path)
-        .header("host", authority)
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream");
-    for (name, value) in &request.headers {
-        builder = builder.header(name.as_str(), value.as_str());
-    }
-    let http_request = builder.body(Full::new(Bytes::from(request.body))).map_err(|error| error.to_string())?;
-    let response = sender.send_request(http_request).await.map_err(|error| error.to_string())?;
+    let (response, driver) = send(outgoing, tls).await?;
     let status = response.status().as_u16();
     // The session is gone: nobody is waiting for this request any more.
     let _ = tx.send((request.id, HttpEvent::Status(status))).await;
@@ -163,6 +142,99 @@ async fn run(
     }
     driver.abort();
     Ok(())
+}
+
+/// One POST on a fresh connection, as [`send`] makes it.
+struct Outgoing<'a> {
+    url: &'a str,
+    content_type: &'a str,
+    accept: Option<&'a str>,
+    headers: &'a [(String, String)],
+    body: Bytes,
+}
+
+/// Connects (TLS for `https`), sends the request and returns the response head with its body to
+/// read, and the connection's task (abort it when done with the body).
+async fn send(
+    outgoing: Outgoing<'_>,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<(hyper::Response<hyper::body::Incoming>, tokio::task::JoinHandle<()>), String> {
+    let url = Url::parse(outgoing.url).map_err(|error| error.to_string())?;
+    let host = url.host_str().ok_or("URL without host")?.to_owned();
+    let port = url.port_or_known_default().ok_or("URL without port")?;
+    let tcp = TcpStream::connect((host.as_str(), port)).await.map_err(|error| error.to_string())?;
+    // Best effort: an option the OS may refuse.
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Io> = if url.scheme() == "https" {
+        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|error| error.to_string())?;
+        let connector = tokio_rustls::TlsConnector::from(tls);
+        Box::new(connector.connect(name, tcp).await.map_err(|error| error.to_string())?)
+    } else {
+        Box::new(tcp)
+    };
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|error| error.to_string())?;
+    let driver = tokio::spawn(async move {
+        // The connection's end is the response's: errors reach the caller through it.
+        let _ = connection.await;
+    });
+    let path = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let authority = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.clone(),
+    };
+    let mut builder =
+        hyper::Request::post(path).header("host", authority).header("content-type", outgoing.content_type);
+    if let Some(accept) = outgoing.accept {
+        builder = builder.header("accept", accept);
+    }
+    for (name, value) in outgoing.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let sent = match builder.body(Full::new(outgoing.body)) {
+        Ok(request) => sender.send_request(request).await.map_err(|error| error.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    match sent {
+        Ok(response) => Ok((response, driver)),
+        Err(error) => {
+            driver.abort();
+            Err(error)
+        }
+    }
+}
+
+/// Posts `body` once with `content_type` and `headers` and answers the response's status; the
+/// response body is read (up to [`MAX_BODY_BYTES`]) and dropped. For notifications (the room's
+/// webhooks), where only "was it taken" matters. `timeout` bounds the whole exchange.
+pub async fn post_once(
+    url: &str,
+    content_type: &str,
+    headers: &[(String, String)],
+    body: Bytes,
+    tls: Arc<rustls::ClientConfig>,
+    timeout: Duration,
+) -> Result<u16, String> {
+    let exchange = async {
+        let outgoing = Outgoing { url, content_type, accept: None, headers, body };
+        let (response, driver) = send(outgoing, tls).await?;
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let mut total = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { break };
+            total += frame.data_ref().map_or(0, Bytes::len);
+            if total > MAX_BODY_BYTES {
+                break;
+            }
+        }
+        driver.abort();
+        Ok(status)
+    };
+    tokio::time::timeout(timeout, exchange).await.unwrap_or_else(|_| Err("timed out".to_owned()))
 }
 
 /// Removes every complete server-sent event from `buffer`, returning the joined `data:` lines of

@@ -17,12 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::{
     AdminAnswer, AdminCommand, AdminError, CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole,
-    RoomCore, RoomDescription, RoomOptions,
+    RoomCore, RoomDescription,
 };
 use crate::local::{LocalShared, RpcError, rpc_codes};
 use crate::model::{LeaveReason, RoomEvent};
 use crate::rpc::{RpcCall, RpcCalls};
 use crate::udp::{RoomId, UdpMux};
+use crate::webhook::Webhooks;
 
 /// Commands a room accepts.
 pub(crate) enum RoomCommand {
@@ -65,8 +66,6 @@ pub(crate) enum RoomCommand {
     PerformRpc(RpcCall),
     /// A fire-and-forget command of an in-process participant (read from the posts queue).
     Post(LocalPost),
-    /// The server API created this room: apply what it asked for.
-    Configure(RoomOptions),
     /// The server API asks what is in the room.
     Describe {
         reply: oneshot::Sender<RoomDescription>,
@@ -110,6 +109,8 @@ pub(crate) struct RoomActor {
     pub(crate) id: RoomId,
     pub(crate) name: String,
     pub(crate) core: RoomCore,
+    /// Where the core's webhook events go (none configured: the core builds none).
+    pub(crate) webhooks: Option<Arc<Webhooks>>,
     pub(crate) commands: mpsc::Receiver<RoomCommand>,
     pub(crate) sender: mpsc::Sender<RoomCommand>,
     /// In-process participants' posts; the room keeps a sender, so this never ends.
@@ -127,6 +128,8 @@ impl RoomActor {
         let mut signals: HashMap<Key, mpsc::Sender<proto::signal_response::Message>> = HashMap::new();
         let mut locals: HashMap<Key, Local> = HashMap::new();
         let mut rpc_calls = RpcCalls::default();
+        // What the core said as it opened (`room_started`).
+        self.carry_out(&mut signals, &mut locals, &mut rpc_calls);
         loop {
             let deadline = self.core.poll_timeout();
             let command = tokio::select! {
@@ -200,7 +203,6 @@ impl RoomActor {
                             .send(Err(RpcError::new(rpc_codes::RECIPIENT_NOT_FOUND, "recipient not found")));
                     }
                 }
-                Some(RoomCommand::Configure(options)) => self.core.apply_options(&options),
                 Some(RoomCommand::Describe { reply }) => {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(self.core.describe());
@@ -307,6 +309,11 @@ impl RoomActor {
                     }
                     CoreOutput::RoutesRemoved { key } => self.mux.remove_routes(self.id, key),
                     CoreOutput::Expired => expired = true,
+                    CoreOutput::Webhook(event) => {
+                        if let Some(webhooks) = &self.webhooks {
+                            webhooks.notify(*event);
+                        }
+                    }
                 }
             }
             if too_slow.is_empty() {

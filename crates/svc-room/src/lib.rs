@@ -4,7 +4,8 @@
 //! - [`RoomServer`]: the signal server (`/rtc`, v0 protocol, binary protobuf over WebSocket),
 //!   WebRTC through str0m (ICE-lite on one UDP port per host address, DTLS, SCTP data channels,
 //!   Opus audio forwarded between participants: an audio SFU), and the room registry.
-//! - LiveKit's server API (`twirp`): `RoomService` over Twirp, for the official server SDKs.
+//! - LiveKit's server API (`twirp`): `RoomService` over Twirp, for the official server SDKs;
+//!   and its webhooks (`webhook`): the rooms' events POSTed, signed, to configured URLs.
 //! - [`LocalParticipant`]: the in-process participant API the session runtime uses to sit in a
 //!   room without a WebRTC hop.
 //!
@@ -28,6 +29,7 @@ mod sim;
 pub mod token;
 mod twirp;
 mod udp;
+mod webhook;
 
 pub use core::{LATE_AFTER, LocalError, RoomDescription, RoomOptions};
 pub use local::{
@@ -39,3 +41,4 @@ pub use model::{
 };
 pub use server::{LocalJoinOptions, RoomError, RoomServer, RoomServerConfig};
 pub use token::{RoomCredentials, RoomGrant, RoomToken, RoomTokenError};
+pub use webhook::WebhookConfig;

@@ -23,6 +23,7 @@ use crate::model::{LeaveReason, ParticipantKind};
 use crate::signal::RoomLink;
 use crate::token::RoomCredentials;
 use crate::udp::{RoomId, UdpMux};
+use crate::webhook::{WebhookConfig, Webhooks};
 
 /// How the room server runs.
 #[derive(Debug, Clone)]
@@ -38,6 +39,8 @@ pub struct RoomServerConfig {
     pub ping_interval_seconds: i32,
     /// Seconds of silence after which either side gives up.
     pub ping_timeout_seconds: i32,
+    /// Where the rooms' webhook events go (none by default).
+    pub webhooks: WebhookConfig,
 }
 
 impl Default for RoomServerConfig {
@@ -48,6 +51,7 @@ impl Default for RoomServerConfig {
             empty_timeout: Duration::from_secs(300),
             ping_interval_seconds: 5,
             ping_timeout_seconds: 15,
+            webhooks: WebhookConfig::default(),
         }
     }
 }
@@ -111,6 +115,10 @@ struct Inner {
     next_room_id: AtomicU64,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// The webhook senders, when URLs are configured; they outlive the rooms (see `shutdown`).
+    webhooks: Option<Arc<Webhooks>>,
+    webhook_tasks: TaskTracker,
+    webhook_drain: CancellationToken,
 }
 
 /// The embedded LiveKit-compatible room server. Cheap to clone.
@@ -143,10 +151,13 @@ impl RoomServer {
             ping_interval: config.ping_interval_seconds.max(1),
             ping_timeout: config.ping_timeout_seconds.max(2),
             node_id: format!("ND_{}", std::process::id()),
+            webhooks: !config.webhooks.urls.is_empty(),
         });
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         mux.spawn_receivers(&tasks, shutdown.clone());
+        let (webhook_tasks, webhook_drain) = (TaskTracker::new(), CancellationToken::new());
+        let webhooks = Webhooks::start(&config.webhooks, credentials.clone(), &webhook_tasks, webhook_drain.clone());
         Ok(RoomServer {
             inner: Arc::new(Inner {
                 credentials,
@@ -157,6 +168,9 @@ impl RoomServer {
                 next_room_id: AtomicU64::new(1),
                 shutdown,
                 tasks,
+                webhooks,
+                webhook_tasks,
+                webhook_drain,
             }),
         })
     }
@@ -204,7 +218,7 @@ impl RoomServer {
 
     /// The room's command and post channels, creating the room if it does not exist.
     fn room_sender(&self, name: &str) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>), RoomError> {
-        self.open_room(name).map(|(sender, posts, _)| (sender, posts))
+        self.open_room(name, None).map(|(sender, posts, _)| (sender, posts))
     }
 
     /// The command channel of an open room, without creating one.
@@ -213,8 +227,13 @@ impl RoomServer {
         rooms.get(name).map(|entry| entry.sender.clone()).filter(|sender| !sender.is_closed())
     }
 
-    /// As [`RoomServer::room_sender`], also saying whether the room was created just now.
-    fn open_room(&self, name: &str) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>, bool), RoomError> {
+    /// As [`RoomServer::room_sender`], also saying whether the room was created just now (with
+    /// `options` when given: a `CreateRoom`).
+    fn open_room(
+        &self,
+        name: &str,
+        options: Option<&RoomOptions>,
+    ) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>, bool), RoomError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(RoomError::ShuttingDown);
         }
@@ -229,17 +248,23 @@ impl RoomServer {
         let (post_sender, posts) = mpsc::channel(POST_QUEUE);
         let weak = Arc::downgrade(&self.inner);
         let room_name = name.to_owned();
+        let mut core = RoomCore::new(
+            Instant::now(),
+            name.to_owned(),
+            unix_ms(),
+            self.inner.settings.clone(),
+            Ids::from_entropy(),
+            self.inner.config.empty_timeout,
+        );
+        if let Some(options) = options {
+            core.apply_options(options);
+        }
+        core.opened();
         let actor = RoomActor {
             id,
             name: name.to_owned(),
-            core: RoomCore::new(
-                Instant::now(),
-                name.to_owned(),
-                unix_ms(),
-                self.inner.settings.clone(),
-                Ids::from_entropy(),
-                self.inner.config.empty_timeout,
-            ),
+            core,
+            webhooks: self.inner.webhooks.clone(),
             commands,
             sender: sender.clone(),
             posts,
@@ -264,10 +289,7 @@ impl RoomServer {
     /// that is already open as it is; answers the room either way.
     pub async fn create_room(&self, name: &str, options: RoomOptions) -> Result<RoomDescription, RoomError> {
         for _ in 0..2 {
-            let (sender, _, created) = self.open_room(name)?;
-            if created && sender.send(RoomCommand::Configure(options.clone())).await.is_err() {
-                continue;
-            }
+            let (sender, _, _) = self.open_room(name, Some(&options))?;
             if let Some(description) = describe(&sender).await {
                 return Ok(description);
             }
@@ -351,11 +373,15 @@ impl RoomServer {
     }
 
     /// Closes every room (participants get a leave with `SERVER_SHUTDOWN`) and stops the UDP
-    /// loops; returns when every task has ended.
+    /// loops, then gives the webhooks the rooms queued as they closed their last chance
+    /// ([`WebhookConfig::drain_for`]); returns when every task has ended.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
+        self.inner.webhook_drain.cancel();
+        self.inner.webhook_tasks.close();
+        self.inner.webhook_tasks.wait().await;
     }
 }
 

@@ -128,6 +128,30 @@ impl RoomCredentials {
             .map_err(|error| RoomTokenError::Sign(error.to_string()))
     }
 
+    /// The `Authorization` header of a webhook whose body is `body`, as LiveKit signs one: an
+    /// HS256 token from this key, valid five minutes from `now_seconds` (Unix), whose `sha256`
+    /// claim is the body's SHA-256 in standard base64 (receivers compare it to the body they got).
+    pub fn sign_webhook(&self, body: &[u8], now_seconds: i64) -> Result<String, RoomTokenError> {
+        use sha2::Digest as _;
+        #[derive(Serialize)]
+        struct WebhookClaims<'a> {
+            iss: &'a str,
+            nbf: i64,
+            exp: i64,
+            sha256: String,
+            video: RoomGrant,
+        }
+        let claims = WebhookClaims {
+            iss: &self.api_key,
+            nbf: now_seconds,
+            exp: now_seconds + 300,
+            sha256: base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body)),
+            video: RoomGrant::default(),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&self.secret))
+            .map_err(|error| RoomTokenError::Sign(error.to_string()))
+    }
+
     /// A join token for an end user's participant: join `room`, publish, subscribe, send data
     /// and update its own attributes and metadata.
     pub fn participant_token(

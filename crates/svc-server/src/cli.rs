@@ -351,6 +351,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let room_config = svc_room::RoomServerConfig {
         udp_port: config.room.udp_port,
         node_ips: config.room.node_ips.clone(),
+        webhooks: svc_room::WebhookConfig {
+            urls: config.room.webhook_urls.iter().map(ToString::to_string).collect(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let room = svc_room::RoomServer::start(room_config, room_credentials).await.context("starting the media room")?;

@@ -70,6 +70,10 @@ pub struct ConfigArgs {
     /// [default: 127.0.0.1 plus the address of the default-route interface].
     #[arg(long, global = true, env = "SVC_ROOM_NODE_IP", value_name = "IP,…")]
     pub room_node_ip: Option<String>,
+    /// Comma-separated http(s) URLs the embedded room POSTs LiveKit's webhook events to, signed
+    /// with the room's API key as LiveKit signs them [default: none].
+    #[arg(long, global = true, env = "SVC_ROOM_WEBHOOK_URLS", value_name = "URL,…")]
+    pub room_webhook_urls: Option<String>,
     /// Server cap on a session's length in seconds, or `none` [default: 14400].
     #[arg(long, global = true, env = "SVC_MAX_SESSION_SECONDS", value_name = "SECONDS|none")]
     pub max_session_seconds: Option<String>,
@@ -327,6 +331,8 @@ pub struct RoomConfig {
     pub udp_port: u16,
     /// Addresses the embedded room binds and advertises (empty: detected).
     pub node_ips: Vec<std::net::IpAddr>,
+    /// Where the embedded room sends its webhook events.
+    pub webhook_urls: Vec<Url>,
 }
 
 /// LiveKit's default single-port UDP.
@@ -414,6 +420,7 @@ impl ConfigArgs {
             room_api_secret: self.room_api_secret.clone().or(file.room_api_secret),
             room_udp_port: self.room_udp_port.or(file.room_udp_port),
             room_node_ip: self.room_node_ip.clone().or(file.room_node_ip),
+            room_webhook_urls: self.room_webhook_urls.clone().or(file.room_webhook_urls),
             max_session_seconds: self.max_session_seconds.clone().or(file.max_session_seconds),
             model_catalog: self.model_catalog.clone().or(file.model_catalog),
             server_tools: self.server_tools.clone().or(file.server_tools),
@@ -505,6 +512,15 @@ impl ConfigArgs {
             }
             room_node_ips.push(ip);
         }
+        let mut room_webhook_urls = Vec::new();
+        for text in self.room_webhook_urls.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty())
+        {
+            let url = Url::parse(text).map_err(|error| invalid("--room-webhook-urls", format!("`{text}`: {error}")))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(invalid("--room-webhook-urls", format!("`{text}` is not an http(s) URL with a host")));
+            }
+            room_webhook_urls.push(url);
+        }
         let max_session_seconds = match self.max_session_seconds.as_deref().map(str::trim) {
             None => Some(DEFAULT_MAX_SESSION_SECONDS),
             Some("none" | "0") => None,
@@ -563,6 +579,7 @@ impl ConfigArgs {
                 api_secret: self.room_api_secret,
                 udp_port: self.room_udp_port.unwrap_or(DEFAULT_ROOM_UDP_PORT),
                 node_ips: room_node_ips,
+                webhook_urls: room_webhook_urls,
             },
             max_session_seconds,
             model_catalog,
@@ -650,6 +667,7 @@ impl Config {
                 api_secret: None,
                 udp_port: 0,
                 node_ips: vec![std::net::IpAddr::from([127, 0, 0, 1])],
+                webhook_urls: Vec::new(),
             },
             max_session_seconds: Some(DEFAULT_MAX_SESSION_SECONDS),
             model_catalog: svc_domain::model::ModelCatalog::embedded().clone(),
@@ -873,6 +891,17 @@ mod tests {
         .expect("valid");
         assert_eq!(pinned.room.udp_port, 0);
         assert_eq!(pinned.room.node_ips.len(), 2);
+        assert!(defaults.room.webhook_urls.is_empty());
+        let hooked = ConfigArgs {
+            room_webhook_urls: Some("https://a.example/hook, http://10.0.0.2:9000/lk".into()),
+            ..Default::default()
+        };
+        let urls: Vec<String> =
+            resolve(hooked).expect("valid").room.webhook_urls.iter().map(ToString::to_string).collect();
+        assert_eq!(urls, ["https://a.example/hook", "http://10.0.0.2:9000/lk"]);
+        let error = resolve(ConfigArgs { room_webhook_urls: Some("ftp://a.example/x".into()), ..Default::default() })
+            .expect_err("not http");
+        assert!(error.to_string().contains("--room-webhook-urls"), "{error}");
         assert_eq!(defaults.max_session_seconds, Some(DEFAULT_MAX_SESSION_SECONDS));
         let dir = tempfile::tempdir().expect("tempdir");
         let catalog = dir.path().join("models.toml");

@@ -87,7 +87,7 @@ impl RoomCore {
         participant.tracks.insert(
             sid.clone(),
             Track {
-                info,
+                info: info.clone(),
                 bound: true,
                 announced_subscribed: false,
                 local: Some(LocalTrack {
@@ -101,8 +101,9 @@ impl RoomCore {
             },
         );
         participant.version += 1;
-        let identity = participant.identity.clone();
+        let (identity, participant_sid) = (participant.identity.clone(), participant.sid.clone());
         self.broadcast_update(key, false);
+        self.notify_track(notify::events::TRACK_PUBLISHED, &participant_sid, &identity, info);
         let publication = TrackPublication { sid: sid.clone(), name, muted: false };
         for local in self.local_keys_except(key) {
             self.local_event(
@@ -120,12 +121,13 @@ impl RoomCore {
         let Some(participant) = self.participants.get_mut(&key) else {
             return LocalReply::Failed(LocalError::NotInRoom);
         };
-        if participant.tracks.remove(track_sid).is_none() {
+        let Some(removed) = participant.tracks.remove(track_sid) else {
             return LocalReply::Failed(LocalError::UnknownTrack(track_sid.to_owned()));
-        }
+        };
         participant.version += 1;
-        let identity = participant.identity.clone();
+        let (identity, participant_sid) = (participant.identity.clone(), participant.sid.clone());
         self.broadcast_update(key, false);
+        self.notify_track(notify::events::TRACK_UNPUBLISHED, &participant_sid, &identity, removed.info);
         for local in self.local_keys_except(key) {
             self.local_event(
                 local,

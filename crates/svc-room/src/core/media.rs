@@ -32,8 +32,10 @@ impl RoomCore {
             TrackPublication { sid: track.info.sid.clone(), name: track.info.name.clone(), muted: track.info.muted };
         participant.version += 1;
         let identity = participant.identity.clone();
+        let (participant_sid, info) = (participant.sid.clone(), track.info.clone());
         // TrackInfo reaches everyone before any offer that carries the track.
         self.broadcast_update(key, false);
+        self.notify_track(notify::events::TRACK_PUBLISHED, &participant_sid, &identity, info);
         let locals = self.local_keys_except(key);
         for local in &locals {
             self.local_event(

@@ -18,12 +18,15 @@ mod data;
 mod in_process;
 mod media;
 mod negotiation;
+mod notify;
 mod participants;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use admin::{AdminAnswer, AdminCommand, AdminError};
 use data::TokenBucket;
+#[cfg(test)]
+pub(crate) use notify::events;
 pub(crate) use participants::leave_request;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -104,6 +107,8 @@ pub(crate) struct MediaSettings {
     pub ping_timeout: i32,
     /// Identifies this node in `server_info`.
     pub node_id: String,
+    /// Someone receives webhook events: the core builds none otherwise.
+    pub webhooks: bool,
 }
 
 /// Grants of a joining participant, from its token.
@@ -176,6 +181,8 @@ pub(crate) enum CoreOutput {
     RouteAdded { ufrag: String, key: Key, role: PcRole },
     /// Forget every route of this participant.
     RoutesRemoved { key: Key },
+    /// Tell the webhook receivers (`crate::webhook`); boxed: rare, and the largest output.
+    Webhook(Box<proto::WebhookEvent>),
 }
 
 /// Something for an in-process participant.
@@ -407,6 +414,8 @@ pub(crate) struct RoomCore {
     /// Nobody has been in the room since.
     empty_since: Option<Instant>,
     closed: bool,
+    /// `room_finished` went out (it goes once, whichever way the room ends).
+    finished: bool,
     /// Set by the server API (`CreateRoom`, `UpdateRoomMetadata`); shown in the room's info.
     metadata: String,
     /// The cap a `CreateRoom` asked for (0: none), shown in the room's info.
@@ -458,6 +467,7 @@ impl RoomCore {
             empty_timeout,
             empty_since: Some(now),
             closed: false,
+            finished: false,
             metadata: String::new(),
             max_participants: 0,
         }
@@ -619,6 +629,7 @@ impl RoomCore {
         self.flush(now);
         if !self.closed && self.empty_since.is_some_and(|since| now >= since + self.empty_timeout) {
             self.closed = true;
+            self.finished(proto::RoomEndReason::RoomEndIdleTimeout);
             self.outputs.push_back(CoreOutput::Expired);
         }
     }
@@ -683,6 +694,7 @@ impl RoomCore {
             participant.state = proto::participant_info::State::Active;
             participant.version += 1;
             self.broadcast_update(key, false);
+            self.notify_joined(key);
         }
     }
 }

@@ -78,6 +78,7 @@ impl RoomCore {
         }
         self.broadcast_update(key, false);
         self.announce_joined_to_locals(key);
+        self.notify_joined(key);
         self.note_occupancy(now);
         self.flush(now);
         key
@@ -127,8 +128,12 @@ impl RoomCore {
         // Its connections may still be marked dirty: the drain skips keys that are gone.
         self.note_occupancy(now);
 
+        let was_active = participant.state == proto::participant_info::State::Active;
         participant.state = proto::participant_info::State::Disconnected;
         participant.version += 1;
+        let mut last_state = participant.to_proto();
+        last_state.disconnect_reason = reason.to_proto() as i32;
+        self.notify_left(last_state, was_active);
         if !participant.permissions.hidden {
             let mut info = participant.to_proto();
             info.disconnect_reason = reason.to_proto() as i32;
@@ -181,6 +186,11 @@ impl RoomCore {
         for key in keys {
             self.remove_participant(now, key, reason, true);
         }
+        self.finished(match reason {
+            LeaveReason::RoomDeleted => proto::RoomEndReason::RoomEndApiDelete,
+            LeaveReason::ServerShutdown => proto::RoomEndReason::RoomEndServerShutdown,
+            _ => proto::RoomEndReason::RoomEndUnknown,
+        });
     }
 
     /// The participant's signal connection ended (without a leave, or after one).

@@ -174,6 +174,8 @@ pub(crate) struct Sim {
     next_host: u32,
     /// The room said it expired (empty for its timeout).
     pub(crate) expired: bool,
+    /// The webhook events the room emitted, in order.
+    pub(crate) webhooks: Vec<livekit_protocol::WebhookEvent>,
 }
 
 /// How a simulated client joins.
@@ -207,6 +209,7 @@ impl Sim {
             ping_interval: 5,
             ping_timeout: 15,
             node_id: "ND_sim".to_owned(),
+            webhooks: true,
         });
         let start = Instant::now();
         let epoch_ms = 1_800_000_000_000;
@@ -214,7 +217,12 @@ impl Sim {
             now: start,
             start,
             epoch_ms,
-            room: RoomCore::new(start, "test".to_owned(), epoch_ms, settings, Ids::seeded(seed), empty_timeout),
+            room: {
+                let mut room =
+                    RoomCore::new(start, "test".to_owned(), epoch_ms, settings, Ids::seeded(seed), empty_timeout);
+                room.opened();
+                room
+            },
             clients: BTreeMap::new(),
             locals: BTreeMap::new(),
             latency: Duration::from_millis(1),
@@ -225,6 +233,7 @@ impl Sim {
             client_sockets: HashMap::new(),
             next_host: 1,
             expired: false,
+            webhooks: Vec::new(),
         }
     }
 
@@ -604,6 +613,7 @@ impl Sim {
                 self.by_address.retain(|_, (owner, _)| *owner != key);
             }
             CoreOutput::Expired => self.expired = true,
+            CoreOutput::Webhook(event) => self.webhooks.push(*event),
         }
     }
 

@@ -589,3 +589,97 @@ fn the_server_api_sends_data_as_nobody_takes_a_grant_away_and_removes_a_particip
         Err(AdminError::NoParticipant("alice".to_owned()))
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks
+
+/// `(event, participant identity, track sid)` of each webhook event so far.
+fn webhook_story(sim: &Sim) -> Vec<(String, String, String)> {
+    sim.webhooks
+        .iter()
+        .map(|event| {
+            let identity = event.participant.as_ref().map(|p| p.identity.clone()).unwrap_or_default();
+            let track = event.track.as_ref().map(|t| t.sid.clone()).unwrap_or_default();
+            (event.event.clone(), identity, track)
+        })
+        .collect()
+}
+
+#[test]
+fn webhook_events_follow_the_room_in_livekits_order_and_shape() {
+    use crate::core::{AdminAnswer, AdminCommand, events};
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let alice_track = sim.publish_ready(alice);
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    let LocalReply::TrackPublished { track_sid: agent_track, .. } =
+        sim.local(agent, LocalCommand::PublishAudio { name: "voice".to_owned() })
+    else {
+        panic!("the agent publishes");
+    };
+    // Removed before its media came up: it never joined as LiveKit counts it.
+    sim.join("bob", JoinOptions::default());
+    assert_eq!(sim.admin(AdminCommand::RemoveParticipant { identity: "bob".to_owned() }), Ok(AdminAnswer::Done));
+    sim.leave(alice);
+    sim.run_for(Duration::from_millis(50));
+    sim.close_room(LeaveReason::RoomDeleted);
+    // A room ends once, however many ways it is told to.
+    sim.close_room(LeaveReason::ServerShutdown);
+
+    let story = |event: &str, identity: &str, track: &str| (event.to_owned(), identity.to_owned(), track.to_owned());
+    assert_eq!(
+        webhook_story(&sim),
+        [
+            story(events::ROOM_STARTED, "", ""),
+            story(events::PARTICIPANT_JOINED, "alice", ""),
+            story(events::TRACK_PUBLISHED, "alice", &alice_track),
+            story(events::PARTICIPANT_JOINED, "agent", ""),
+            story(events::TRACK_PUBLISHED, "agent", &agent_track),
+            story(events::PARTICIPANT_CONNECTION_ABORTED, "bob", ""),
+            story(events::TRACK_UNPUBLISHED, "alice", &alice_track),
+            story(events::PARTICIPANT_LEFT, "alice", ""),
+            story(events::TRACK_UNPUBLISHED, "agent", &agent_track),
+            story(events::PARTICIPANT_LEFT, "agent", ""),
+            story(events::ROOM_FINISHED, "", ""),
+        ]
+    );
+    for event in &sim.webhooks {
+        let room = event.room.as_ref().expect("every event names its room");
+        assert_eq!(room.name, "test");
+        assert!(room.sid.starts_with("RM_"), "{room:?}");
+        // The actor stamps these as it hands the event over.
+        assert!(event.id.is_empty() && event.created_at == 0);
+    }
+    let joined = &sim.webhooks[1];
+    let alice_info = joined.participant.as_ref().expect("alice");
+    assert_eq!(state(alice_info), proto::participant_info::State::Active);
+    assert!(alice_info.sid.starts_with("PA_") && alice_info.permission.is_some());
+    // Track events carry the participant's sid and identity and the room's sid and name only.
+    let published = &sim.webhooks[2];
+    assert_eq!(
+        published.participant.as_ref().map(|p| (p.sid.as_str(), p.name.as_str())),
+        Some((alice_info.sid.as_str(), ""))
+    );
+    assert_eq!(published.room.as_ref().map(|room| room.creation_time), Some(0));
+    assert_eq!(published.track.as_ref().map(|t| t.mime_type.as_str()), Some("audio/opus"));
+    let left = sim.webhooks[7].participant.as_ref().expect("alice");
+    assert_eq!(state(left), proto::participant_info::State::Disconnected);
+    assert_eq!(reason(left), proto::DisconnectReason::ClientInitiated);
+    let finished = sim.webhooks.last().expect("room_finished");
+    assert_eq!(finished.room_end_reason, proto::RoomEndReason::RoomEndApiDelete as i32);
+    assert_eq!(finished.room.as_ref().map(|room| room.num_participants), Some(0));
+}
+
+#[test]
+fn a_room_that_stays_empty_finishes_for_its_idle_timeout() {
+    use crate::core::events;
+    let mut sim = Sim::new(7, Duration::from_secs(2));
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    sim.leave(alice);
+    sim.run_for(Duration::from_secs(3));
+    assert!(sim.expired);
+    let finished = sim.webhooks.last().expect("room_finished");
+    assert_eq!(finished.event, events::ROOM_FINISHED);
+    assert_eq!(finished.room_end_reason, proto::RoomEndReason::RoomEndIdleTimeout as i32);
+    assert_eq!(sim.webhooks.iter().filter(|event| event.event == events::ROOM_FINISHED).count(), 1);
+}
