@@ -30,13 +30,13 @@ pub(crate) enum RoomCommand {
     JoinRemote {
         request: JoinRequest,
         signal: mpsc::Sender<proto::signal_response::Message>,
-        reply: oneshot::Sender<Key>,
+        reply: oneshot::Sender<Option<Key>>,
     },
     JoinLocal {
         request: JoinRequest,
         events: mpsc::Sender<RoomEvent>,
         shared: Arc<LocalShared>,
-        reply: oneshot::Sender<Key>,
+        reply: oneshot::Sender<Option<Key>>,
     },
     Signal {
         key: Key,
@@ -66,6 +66,11 @@ pub(crate) enum RoomCommand {
     PerformRpc(RpcCall),
     /// A fire-and-forget command of an in-process participant (read from the posts queue).
     Post(LocalPost),
+    /// Whether the room is full for this join (`/rtc/validate` explains a refused connect).
+    IsFull {
+        request: JoinRequest,
+        reply: oneshot::Sender<bool>,
+    },
     /// The server API asks what is in the room.
     Describe {
         reply: oneshot::Sender<RoomDescription>,
@@ -144,6 +149,14 @@ impl RoomActor {
             let now = Instant::now();
             let mut closing = false;
             match command {
+                Some(RoomCommand::JoinRemote { request, reply, .. }) if self.core.is_full_for(&request) => {
+                    // The caller gave up waiting; nothing to tell it.
+                    let _ = reply.send(None);
+                }
+                Some(RoomCommand::JoinLocal { request, reply, .. }) if self.core.is_full_for(&request) => {
+                    // The caller gave up waiting; nothing to tell it.
+                    let _ = reply.send(None);
+                }
                 Some(RoomCommand::JoinRemote { request, signal, reply }) => {
                     // The signal sender is registered before the core speaks, so the join
                     // response is the first frame the client reads.
@@ -152,7 +165,7 @@ impl RoomActor {
                     let joined = self.core.join_remote(now, unix_ms(), request);
                     debug_assert_eq!(key, joined);
                     // The caller gave up waiting; nothing to tell it.
-                    let _ = reply.send(joined);
+                    let _ = reply.send(Some(joined));
                 }
                 Some(RoomCommand::JoinLocal { request, events, shared, reply }) => {
                     let key = self.core.next_key_hint();
@@ -161,7 +174,7 @@ impl RoomActor {
                     locals.insert(key, Local { events, shared });
                     let joined = self.core.join_local(now, unix_ms(), request);
                     // The caller gave up waiting; nothing to tell it.
-                    let _ = reply.send(joined);
+                    let _ = reply.send(Some(joined));
                 }
                 Some(RoomCommand::Signal { key, message }) => self.core.handle_signal(now, key, message),
                 Some(RoomCommand::SignalClosed { key, reason }) => self.core.signal_closed(now, key, reason),
@@ -202,6 +215,10 @@ impl RoomActor {
                             .response
                             .send(Err(RpcError::new(rpc_codes::RECIPIENT_NOT_FOUND, "recipient not found")));
                     }
+                }
+                Some(RoomCommand::IsFull { request, reply }) => {
+                    // The caller gave up waiting; nothing to tell it.
+                    let _ = reply.send(self.core.is_full_for(&request));
                 }
                 Some(RoomCommand::Describe { reply }) => {
                     // The caller gave up waiting; nothing to tell it.

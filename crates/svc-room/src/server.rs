@@ -80,6 +80,9 @@ pub enum RoomError {
     /// handed over without waiting was dropped.
     #[error("the room is busy; dropped")]
     Busy,
+    /// The room has as many participants as its `max_participants` allows (LiveKit's words).
+    #[error("room has exceeded its max participants")]
+    Full,
     /// A local participant command failed.
     #[error(transparent)]
     Local(#[from] crate::core::LocalError),
@@ -302,6 +305,12 @@ impl RoomServer {
         ask(&self.existing_room(room)?, |reply| RoomCommand::Admin { command, reply }).await
     }
 
+    /// Whether an open room `name` has no place for `request` (its `max_participants`).
+    pub(crate) async fn is_full_for(&self, name: &str, request: &JoinRequest) -> bool {
+        let Some(sender) = self.existing_room(name) else { return false };
+        ask(&sender, |reply| RoomCommand::IsFull { request: request.clone(), reply }).await.unwrap_or(false)
+    }
+
     /// The room and everyone in it, if it is open (server API: `ListRooms`, `ListParticipants`).
     pub async fn describe_room(&self, name: &str) -> Option<RoomDescription> {
         describe(&self.existing_room(name)?).await
@@ -311,7 +320,7 @@ impl RoomServer {
     async fn join(
         &self,
         room: &str,
-        make: impl Fn(oneshot::Sender<Key>) -> RoomCommand,
+        make: impl Fn(oneshot::Sender<Option<Key>>) -> RoomCommand,
     ) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>, Key), RoomError> {
         for _ in 0..2 {
             let (sender, posts) = self.room_sender(room)?;
@@ -319,8 +328,10 @@ impl RoomServer {
             if sender.send(make(reply)).await.is_err() {
                 continue;
             }
-            if let Ok(key) = key.await {
-                return Ok((sender, posts, key));
+            match key.await {
+                Ok(Some(key)) => return Ok((sender, posts, key)),
+                Ok(None) => return Err(RoomError::Full),
+                Err(_) => {}
             }
         }
         Err(RoomError::RoomClosed)

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::core::{JoinRequest, Key, Permissions};
 use crate::model::{LeaveReason, ParticipantKind};
-use crate::server::RoomServer;
+use crate::server::{RoomError, RoomServer};
 use crate::token::RoomToken;
 
 /// Largest signal message accepted. SDP offers are ~20 KB; anything near this is abuse.
@@ -134,9 +134,19 @@ async fn validate_v0(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     match admit(&server, &headers, &query) {
+        // A full room is the reason a connect just failed: say so (the SDKs show this text).
+        Ok(admission) if !admission.reconnect && server.is_full_for(&admission.room, &admission.request).await => {
+            full_room()
+        }
         Ok(_) => text(StatusCode::OK, "success"),
         Err(refusal) => refusal.into_response(),
     }
+}
+
+/// A join the room's `max_participants` leaves no place for. LiveKit refuses it before the
+/// WebSocket upgrade; a 4xx lets the SDKs report the text instead of an unknown error.
+fn full_room() -> Response {
+    text(StatusCode::FORBIDDEN, "room has exceeded its max participants")
 }
 
 async fn connect_v0(
@@ -152,10 +162,32 @@ async fn connect_v0(
     let Ok(upgrade) = upgrade else {
         return text(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
     };
+    let upgrade = upgrade.max_message_size(MAX_SIGNAL_MESSAGE).max_frame_size(MAX_SIGNAL_MESSAGE);
+    if admission.reconnect {
+        // Resume is not supported: a leave asking for a full reconnect is what LiveKit sends for
+        // an unknown participant, and both SDKs then rejoin from scratch.
+        return upgrade.on_upgrade(|socket| {
+            close_with(socket, leave(LeaveReason::StateMismatch, true), 1000, "resume not supported")
+        });
+    }
+    // As LiveKit does, the room is joined before the upgrade: a refusal is an HTTP answer, and
+    // the join response waits in the signal queue for the socket.
+    let (to_client, from_room) = mpsc::channel(crate::actor::SIGNAL_QUEUE);
+    let (room, key) = match server.join_remote(&admission.room, admission.request, to_client).await {
+        Ok(joined) => joined,
+        Err(RoomError::Full) => return full_room(),
+        Err(error) => {
+            tracing::info!(%error, "join failed");
+            return text(StatusCode::SERVICE_UNAVAILABLE, format!("join failed: {error}"));
+        }
+    };
+    let abandoned = room.clone();
     upgrade
-        .max_message_size(MAX_SIGNAL_MESSAGE)
-        .max_frame_size(MAX_SIGNAL_MESSAGE)
-        .on_upgrade(move |socket| serve_connection(server, socket, admission))
+        .on_failed_upgrade(move |error| {
+            tracing::debug!(%error, "the WebSocket upgrade failed after the join");
+            tokio::spawn(async move { abandoned.signal_closed(key, LeaveReason::SignalClosed).await });
+        })
+        .on_upgrade(move |socket| serve_connection(server, socket, (room, key), from_room))
 }
 
 fn encode(message: proto::signal_response::Message) -> Message {
@@ -177,22 +209,12 @@ async fn close_with(mut socket: WebSocket, leave_message: proto::signal_response
     let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
 }
 
-async fn serve_connection(server: RoomServer, socket: WebSocket, admission: Admission) {
-    if admission.reconnect {
-        // Resume is not supported: a leave asking for a full reconnect is what LiveKit sends for
-        // an unknown participant, and both SDKs then rejoin from scratch.
-        close_with(socket, leave(LeaveReason::StateMismatch, true), 1000, "resume not supported").await;
-        return;
-    }
-    let (to_client, mut from_room) = mpsc::channel(crate::actor::SIGNAL_QUEUE);
-    let (room, key) = match server.join_remote(&admission.room, admission.request, to_client).await {
-        Ok(joined) => joined,
-        Err(error) => {
-            tracing::info!(%error, "join failed");
-            close_with(socket, leave(LeaveReason::ServerShutdown, false), 1011, "join failed").await;
-            return;
-        }
-    };
+async fn serve_connection(
+    server: RoomServer,
+    socket: WebSocket,
+    (room, key): (RoomLink, Key),
+    mut from_room: mpsc::Receiver<proto::signal_response::Message>,
+) {
     let (mut sink, mut stream) = socket.split();
     let (replies, mut replies_out) = mpsc::channel::<proto::signal_response::Message>(16);
 

@@ -164,6 +164,8 @@ async fn room_service(
             check_room_name(&request.name)?;
             let options = RoomOptions {
                 empty_timeout: (request.empty_timeout > 0).then(|| Duration::from_secs(request.empty_timeout.into())),
+                departure_timeout: (request.departure_timeout > 0)
+                    .then(|| Duration::from_secs(request.departure_timeout.into())),
                 metadata: request.metadata,
                 max_participants: request.max_participants,
             };

@@ -41,6 +41,7 @@ async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
     assert!(created["sid"].as_str().is_some_and(|sid| sid.starts_with("RM_")), "{created}");
     assert_eq!(created["metadata"], "from the sdk");
     assert_eq!(created["empty_timeout"], 120);
+    assert_eq!(created["departure_timeout"], 30);
     assert_eq!(created["max_participants"], 7);
     assert!(created["creation_time"].as_i64().is_some_and(|t| t > 1_700_000_000), "{created}");
     // CreateRoom on an open room answers it unchanged.
@@ -77,6 +78,12 @@ async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
     assert_eq!(errors["empty_name"], json!({"code": "invalid_argument", "status": 400}));
     assert_eq!(errors["wrong_secret"], json!({"code": "unauthenticated", "status": 401}));
 
+    assert!(
+        report["full_room"].as_str().is_some_and(|error| error.contains("room has exceeded its max participants")),
+        "a second client in a room for one is refused with the reason: {}",
+        report["full_room"]
+    );
+    assert_eq!(report["tiny_room"], json!(["tiny-first"]));
     assert_eq!(report["client_disconnected"], true, "DeleteRoom disconnects everyone");
     assert_eq!(report["after_delete"], json!(["session-room"]));
     started.room.shutdown().await;

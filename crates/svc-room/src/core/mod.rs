@@ -409,8 +409,13 @@ pub(crate) struct RoomCore {
     outputs: VecDeque<CoreOutput>,
     dirty: Dirty<(Key, PcRole)>,
     ids: Ids,
-    /// An empty room closes after this long (the actor ends when it sees [`CoreOutput::Expired`]).
+    /// A room nobody has joined yet closes after this long (the actor ends when it sees
+    /// [`CoreOutput::Expired`]).
     empty_timeout: Duration,
+    /// A room everyone has left closes after this long (LiveKit's `departure_timeout`).
+    departure_timeout: Duration,
+    /// Someone has been in the room: its idle limit is the departure timeout from then on.
+    anyone_joined: bool,
     /// Nobody has been in the room since.
     empty_since: Option<Instant>,
     closed: bool,
@@ -425,8 +430,10 @@ pub(crate) struct RoomCore {
 /// What the server API may set on a room it creates.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RoomOptions {
-    /// How long the room stays open with nobody in it (the server's default when `None`).
+    /// How long the room stays open if nobody joins (the server's default when `None`).
     pub empty_timeout: Option<Duration>,
+    /// How long the room stays open after everyone has left (the server's default when `None`).
+    pub departure_timeout: Option<Duration>,
     /// The room's metadata.
     pub metadata: String,
     /// The most participants the room is for (0: no cap).
@@ -444,7 +451,8 @@ pub struct RoomDescription {
 
 impl RoomCore {
     /// An empty room, created at `now` (`created_at_ms` on the wall clock); it closes when it
-    /// stays empty for `empty_timeout`.
+    /// stays empty for `empty_timeout` (before anyone joined, and after everyone left, until a
+    /// `CreateRoom` sets a departure timeout of its own).
     pub(crate) fn new(
         now: Instant,
         name: String,
@@ -465,6 +473,8 @@ impl RoomCore {
             dirty: Dirty::default(),
             ids,
             empty_timeout,
+            departure_timeout: empty_timeout,
+            anyone_joined: false,
             empty_since: Some(now),
             closed: false,
             finished: false,
@@ -477,6 +487,9 @@ impl RoomCore {
     pub(crate) fn apply_options(&mut self, options: &RoomOptions) {
         if let Some(timeout) = options.empty_timeout {
             self.empty_timeout = timeout;
+        }
+        if let Some(timeout) = options.departure_timeout {
+            self.departure_timeout = timeout;
         }
         self.metadata.clone_from(&options.metadata);
         self.max_participants = options.max_participants;
@@ -531,7 +544,7 @@ impl RoomCore {
             }
         }
         if let Some(since) = self.empty_since.filter(|_| !self.closed) {
-            consider(since + self.empty_timeout);
+            consider(since + self.idle_limit());
         }
         soonest
     }
@@ -542,8 +555,15 @@ impl RoomCore {
         self.remote(key).map_or(0, |remote| remote.reliable_backlog_bytes)
     }
 
+    /// How long the room may stay empty: until someone first joins, the empty timeout; after
+    /// everyone has left, the departure timeout.
+    fn idle_limit(&self) -> Duration {
+        if self.anyone_joined { self.departure_timeout } else { self.empty_timeout }
+    }
+
     /// Keeps track of when the room became empty (called whenever someone joins or leaves).
     fn note_occupancy(&mut self, now: Instant) {
+        self.anyone_joined |= !self.participants.is_empty();
         if self.participants.is_empty() {
             self.empty_since.get_or_insert(now);
         } else {
@@ -627,7 +647,7 @@ impl RoomCore {
             self.remove_participant(now, key, LeaveReason::MediaFailure, true);
         }
         self.flush(now);
-        if !self.closed && self.empty_since.is_some_and(|since| now >= since + self.empty_timeout) {
+        if !self.closed && self.empty_since.is_some_and(|since| now >= since + self.idle_limit()) {
             self.closed = true;
             self.finished(proto::RoomEndReason::RoomEndIdleTimeout);
             self.outputs.push_back(CoreOutput::Expired);

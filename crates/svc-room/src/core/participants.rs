@@ -84,6 +84,23 @@ impl RoomCore {
         key
     }
 
+    /// Whether `request` would find the room full: `max_participants` (0: no cap) counts
+    /// everyone but agents, as LiveKit counts its "independent" participants; someone rejoining
+    /// with an identity already present replaces it, so takes no new place.
+    pub(crate) fn is_full_for(&self, request: &JoinRequest) -> bool {
+        if self.max_participants == 0 || request.kind == ParticipantKind::Agent {
+            return false;
+        }
+        let counted = self
+            .participants
+            .values()
+            .filter(|participant| {
+                participant.kind != ParticipantKind::Agent && participant.identity != request.identity
+            })
+            .count();
+        counted >= usize::try_from(self.max_participants).unwrap_or(usize::MAX)
+    }
+
     pub(super) fn allocate_key(&mut self) -> Key {
         let key = self.next_key;
         self.next_key += 1;
@@ -316,6 +333,7 @@ impl RoomCore {
                 .unwrap_or(u32::MAX),
             metadata: self.metadata.clone(),
             empty_timeout: u32::try_from(self.empty_timeout.as_secs()).unwrap_or(u32::MAX),
+            departure_timeout: u32::try_from(self.departure_timeout.as_secs()).unwrap_or(u32::MAX),
             max_participants: self.max_participants,
             ..Default::default()
         }

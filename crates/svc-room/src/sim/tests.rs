@@ -683,3 +683,54 @@ fn a_room_that_stays_empty_finishes_for_its_idle_timeout() {
     assert_eq!(finished.room_end_reason, proto::RoomEndReason::RoomEndIdleTimeout as i32);
     assert_eq!(sim.webhooks.iter().filter(|event| event.event == events::ROOM_FINISHED).count(), 1);
 }
+
+#[test]
+fn max_participants_counts_everyone_but_agents_and_a_rejoin_takes_no_new_place() {
+    use crate::core::{JoinRequest, RoomOptions};
+    let mut sim = sim();
+    sim.room.apply_options(&RoomOptions { max_participants: 2, ..RoomOptions::default() });
+    let request = |identity: &str, kind: ParticipantKind| JoinRequest {
+        identity: identity.to_owned(),
+        name: String::new(),
+        metadata: String::new(),
+        attributes: BTreeMap::new(),
+        kind,
+        permissions: Permissions::ALL,
+        auto_subscribe: true,
+        client_protocol: 1,
+    };
+    sim.join_local("agent", ParticipantKind::Agent);
+    sim.join_ready("alice", JoinOptions::default());
+    assert!(!sim.room.is_full_for(&request("bob", ParticipantKind::Standard)), "the agent takes no place");
+    sim.join_ready("bob", JoinOptions::default());
+    assert!(sim.room.is_full_for(&request("carol", ParticipantKind::Standard)));
+    assert!(sim.room.is_full_for(&request("phone", ParticipantKind::Sip)), "a phone counts");
+    assert!(!sim.room.is_full_for(&request("alice", ParticipantKind::Standard)), "a rejoin replaces");
+    assert!(!sim.room.is_full_for(&request("helper", ParticipantKind::Agent)), "agents are never refused");
+}
+
+#[test]
+fn a_room_waits_its_empty_timeout_for_a_first_join_and_its_departure_timeout_after_the_last_leave() {
+    use crate::core::RoomOptions;
+    let options = RoomOptions {
+        empty_timeout: Some(Duration::from_secs(5)),
+        departure_timeout: Some(Duration::from_secs(1)),
+        ..RoomOptions::default()
+    };
+    let mut never_joined = sim();
+    never_joined.room.apply_options(&options);
+    never_joined.run_for(Duration::from_secs(4));
+    assert!(!never_joined.expired, "nobody came yet: the empty timeout holds");
+    never_joined.run_for(Duration::from_secs(2));
+    assert!(never_joined.expired);
+
+    let mut left = sim();
+    left.room.apply_options(&options);
+    let alice = left.join_ready("alice", JoinOptions::default());
+    left.leave(alice);
+    left.run_for(Duration::from_millis(100));
+    assert!(!left.expired);
+    left.run_for(Duration::from_millis(1200));
+    assert!(left.expired, "everyone left: the departure timeout");
+    assert_eq!(left.room.describe().room.departure_timeout, 1);
+}
