@@ -7,6 +7,8 @@
 #
 # Layout (all but the npm project are under the gitignored target/):
 #   target/interop/venv/               livekit==1.2.1, livekit-api==1.2.2 (+ numpy)
+#   target/interop/agents-venv/        livekit-agents==1.8.9 with its OpenAI plugin (LiveKit Agents
+#                                      pins its own livekit client, 1.1.21: a venv of its own)
 #   target/interop/audio/caller.wav    48 kHz mono s16 speech, published by the caller
 #   target/interop/audio/responder.wav a different sentence, published by the responder
 #   tests/interop/web/node_modules/    livekit-client, livekit-server-sdk, playwright-core, esbuild (npm ci)
@@ -18,6 +20,7 @@ OUT=$ROOT/target/interop
 WEB=$ROOT/tests/interop/web
 
 PY_REQUIREMENTS="livekit==1.2.1 livekit-api==1.2.2"
+AGENTS_REQUIREMENTS="livekit-agents[openai]==1.8.9 livekit-plugins-openai==1.8.9"
 # Two different sentences, so that A->B and B->A audio cannot be mistaken for each other.
 CALLER_TEXT="The quick brown fox jumps over the lazy dog and runs into the forest."
 RESPONDER_TEXT="Seven silver spoons were placed on the wooden kitchen table this morning."
@@ -70,6 +73,21 @@ else
   "$VENV/bin/python" -c 'import numpy, livekit.rtc, livekit.api' # the FFI library loads
   echo "$PY_REQUIREMENTS" >"$VENV/.interop-stamp"
   done_step "[interop-setup] venv installed"
+fi
+
+step "LiveKit Agents venv (target/interop/agents-venv: $AGENTS_REQUIREMENTS)"
+AGENTS_VENV=$OUT/agents-venv
+if [[ -x $AGENTS_VENV/bin/python && "$(cat "$AGENTS_VENV/.interop-stamp" 2>/dev/null)" == "$AGENTS_REQUIREMENTS" ]]; then
+  done_step "up to date"
+else
+  printf '\n'
+  rm -rf "$AGENTS_VENV"
+  python3 -m venv "$AGENTS_VENV"
+  # shellcheck disable=SC2086 # the requirement list is split on purpose
+  "$AGENTS_VENV/bin/pip" install --quiet --disable-pip-version-check $AGENTS_REQUIREMENTS
+  "$AGENTS_VENV/bin/python" -c 'import livekit.agents, livekit.plugins.openai'
+  echo "$AGENTS_REQUIREMENTS" >"$AGENTS_VENV/.interop-stamp"
+  done_step "[interop-setup] agents venv installed"
 fi
 
 # --- Browser peer: npm ci + bundle --------------------------------------------------------------

@@ -47,6 +47,12 @@ impl Ids {
         format!("TR_AM{}", self.alphanumerics(RANDOM_LEN))
     }
 
+    /// A new id with LiveKit's `prefix` (`AW_` agent worker, `AJ_` agent job, `AD_` agent
+    /// dispatch).
+    pub(crate) fn prefixed(&mut self, prefix: &str) -> String {
+        format!("{prefix}{}", self.alphanumerics(RANDOM_LEN))
+    }
+
     /// A new ICE username fragment. The UDP demultiplexer routes STUN by it, so it must be unique
     /// across the process: 16 alphanumerics give ~95 bits.
     pub(crate) fn ice_ufrag(&mut self) -> String {

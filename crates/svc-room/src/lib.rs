@@ -15,6 +15,7 @@
 //! bookkeeping the room's actor keeps (`rpc`).
 
 mod actor;
+mod agents;
 pub mod client;
 pub mod core;
 mod ids;

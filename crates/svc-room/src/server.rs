@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::actor::{LOCAL_QUEUE, LocalPost, POST_QUEUE, ROOM_QUEUE, RoomActor, RoomCommand};
+use crate::agents::AgentDispatch;
 use crate::core::{
     AdminAnswer, AdminCommand, AdminError, JoinRequest, Key, MediaSettings, Permissions, RoomCore, RoomDescription,
     RoomOptions,
@@ -41,6 +42,8 @@ pub struct RoomServerConfig {
     pub ping_timeout_seconds: i32,
     /// Where the rooms' webhook events go (none by default).
     pub webhooks: WebhookConfig,
+    /// How long an agent worker has to answer a job offer before the next one is asked.
+    pub agent_answer_timeout: Duration,
 }
 
 impl Default for RoomServerConfig {
@@ -52,6 +55,7 @@ impl Default for RoomServerConfig {
             ping_interval_seconds: 5,
             ping_timeout_seconds: 15,
             webhooks: WebhookConfig::default(),
+            agent_answer_timeout: crate::agents::dispatcher::ANSWER_TIMEOUT,
         }
     }
 }
@@ -122,6 +126,8 @@ struct Inner {
     webhooks: Option<Arc<Webhooks>>,
     webhook_tasks: TaskTracker,
     webhook_drain: CancellationToken,
+    /// Agent dispatch and the agent workers (`/agent`).
+    agents: AgentDispatch,
 }
 
 /// The embedded LiveKit-compatible room server. Cheap to clone.
@@ -161,6 +167,7 @@ impl RoomServer {
         mux.spawn_receivers(&tasks, shutdown.clone());
         let (webhook_tasks, webhook_drain) = (TaskTracker::new(), CancellationToken::new());
         let webhooks = Webhooks::start(&config.webhooks, credentials.clone(), &webhook_tasks, webhook_drain.clone());
+        let agents = AgentDispatch::start(credentials.clone(), config.agent_answer_timeout, &tasks, shutdown.clone());
         Ok(RoomServer {
             inner: Arc::new(Inner {
                 credentials,
@@ -174,6 +181,7 @@ impl RoomServer {
                 webhooks,
                 webhook_tasks,
                 webhook_drain,
+                agents,
             }),
         })
     }
@@ -182,7 +190,9 @@ impl RoomServer {
     /// (`/twirp/livekit.RoomService/…`); mount them at the path of
     /// the room URL handed to clients (e.g. `/room`).
     pub fn router(&self) -> axum::Router {
-        crate::signal::router(self.clone()).merge(crate::twirp::router(self.clone()))
+        crate::signal::router(self.clone())
+            .merge(crate::twirp::router(self.clone()))
+            .merge(crate::agents::socket::router(self.clone()))
     }
 
     /// LiveKit's server API alone (`/twirp/livekit.<Service>/<Method>`), for the root of the
@@ -200,6 +210,16 @@ impl RoomServer {
     /// Token verification for joins.
     pub fn credentials(&self) -> &RoomCredentials {
         &self.inner.credentials
+    }
+
+    /// Agent dispatch (the server API's `AgentDispatchService`, the `/agent` workers).
+    pub(crate) fn agent_dispatch(&self) -> &AgentDispatch {
+        &self.inner.agents
+    }
+
+    /// What the server says of itself.
+    pub(crate) fn server_info(&self) -> proto::ServerInfo {
+        self.inner.settings.server_info()
     }
 
     pub(crate) fn ping_timeout_seconds(&self) -> i32 {
@@ -263,6 +283,9 @@ impl RoomServer {
             core.apply_options(options);
         }
         core.opened();
+        let agents = options.map(|options| options.agents.clone()).unwrap_or_default();
+        self.inner.agents.room_opened(core.describe().room, agents);
+        let dispatch = self.inner.agents.clone();
         let actor = RoomActor {
             id,
             name: name.to_owned(),
@@ -277,8 +300,10 @@ impl RoomServer {
             on_exit: Box::new(move |id| {
                 if let Some(inner) = weak.upgrade() {
                     let mut rooms = inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    // Not a newer room of the same name: this one's dispatches end with it.
                     if rooms.get(&room_name).is_some_and(|entry| entry.id == id) {
                         rooms.remove(&room_name);
+                        dispatch.room_closed(&room_name);
                     }
                 }
             }),

@@ -5,7 +5,8 @@
 //!
 //! `RoomService`: `CreateRoom`, `ListRooms`, `DeleteRoom`, `ListParticipants`, `GetParticipant`,
 //! `RemoveParticipant`, `UpdateParticipant`, `MutePublishedTrack`, `UpdateRoomMetadata`,
-//! `SendData` (the room's side of the last five: `core::admin`). Every other method of a LiveKit
+//! `SendData` (the room's side of the last five: `core::admin`). `AgentDispatchService`:
+//! `CreateDispatch`, `DeleteDispatch`, `ListDispatch` (`crate::agents`). Every other LiveKit
 //! service answers `unimplemented`.
 
 use std::time::Duration;
@@ -137,6 +138,7 @@ async fn call(
     };
     let result = match (service.as_str(), method.as_str()) {
         ("livekit.RoomService", method) => room_service(&server, method, &headers, encoding, &body).await,
+        ("livekit.AgentDispatchService", method) => dispatch_service(&server, method, &headers, encoding, &body).await,
         (service, method) if LIVEKIT_SERVICES.contains(&service) => {
             Err(TwirpError::new("unimplemented", format!("{service}/{method} is not implemented by svc's room")))
         }
@@ -146,8 +148,50 @@ async fn call(
 }
 
 /// LiveKit's other services: a call to one is a known gap (`unimplemented`), not a bad route.
-const LIVEKIT_SERVICES: &[&str] =
-    &["livekit.AgentDispatchService", "livekit.SIP", "livekit.Egress", "livekit.Ingress", "livekit.Connector"];
+const LIVEKIT_SERVICES: &[&str] = &["livekit.SIP", "livekit.Egress", "livekit.Ingress", "livekit.Connector"];
+
+/// `AgentDispatchService`: `roomAdmin` for the room, as LiveKit checks it.
+async fn dispatch_service(
+    server: &RoomServer,
+    method: &str,
+    headers: &HeaderMap,
+    encoding: Encoding,
+    body: &[u8],
+) -> Result<Response, TwirpError> {
+    let grant = authorize(server, headers)?;
+    let gone = || TwirpError::new("unavailable", "the server is shutting down");
+    let dispatch = server.agent_dispatch();
+    match method {
+        "CreateDispatch" => {
+            let request: proto::CreateAgentDispatchRequest = encoding.decode(body)?;
+            require_admin(&grant, &request.room)?;
+            check_room_name(&request.room)?;
+            // As LiveKit does, a dispatch to a room that is not open opens it.
+            let room = server
+                .create_room(&request.room, RoomOptions::default())
+                .await
+                .map_err(|error| TwirpError::new("unavailable", error.to_string()))?
+                .room;
+            let created = dispatch.create(room, request).await.ok_or_else(gone)?;
+            Ok(encoding.answer(&created))
+        }
+        "DeleteDispatch" => {
+            let request: proto::DeleteAgentDispatchRequest = encoding.decode(body)?;
+            require_admin(&grant, &request.room)?;
+            match dispatch.delete(request.room, request.dispatch_id.clone()).await.ok_or_else(gone)? {
+                Some(deleted) => Ok(encoding.answer(&deleted)),
+                None => Err(TwirpError::new("not_found", format!("no dispatch {:?} in the room", request.dispatch_id))),
+            }
+        }
+        "ListDispatch" => {
+            let request: proto::ListAgentDispatchRequest = encoding.decode(body)?;
+            require_admin(&grant, &request.room)?;
+            let agent_dispatches = dispatch.list(request.room, request.dispatch_id).await.ok_or_else(gone)?;
+            Ok(encoding.answer(&proto::ListAgentDispatchResponse { agent_dispatches }))
+        }
+        method => Err(TwirpError::new("bad_route", format!("no such method: AgentDispatchService/{method}"))),
+    }
+}
 
 async fn room_service(
     server: &RoomServer,
@@ -168,6 +212,7 @@ async fn room_service(
                     .then(|| Duration::from_secs(request.departure_timeout.into())),
                 metadata: request.metadata,
                 max_participants: request.max_participants,
+                agents: request.agents,
             };
             let description = server
                 .create_room(&request.name, options)

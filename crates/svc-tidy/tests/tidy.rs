@@ -142,14 +142,16 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-session/src/core/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
 ];
 
-/// Where HTTP may appear: the API, the room's signal server and server API, the outbound HTTP client, the tool
-/// backends' client, and the test doubles and tools.
+/// Where HTTP may appear: the API, the room's signal server, server API and agent workers'
+/// socket, the outbound HTTP client, the tool backends' client, and the test doubles and tools.
 const HTTP_EDGES: &[&str] = &[
     "svc-server/",
     "svc-room/src/signal.rs",
     "svc-room/src/server.rs",
-    // LiveKit's server API (Twirp): the room's second HTTP edge.
+    // LiveKit's server API (Twirp) and agent worker protocol (`/agent`): the room's other HTTP
+    // edges.
     "svc-room/src/twirp.rs",
+    "svc-room/src/agents/socket.rs",
     "svc-http/",
     "svc-local/src/install.rs",
     "svc-tools/src/http.rs",

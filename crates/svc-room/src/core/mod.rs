@@ -111,6 +111,21 @@ pub(crate) struct MediaSettings {
     pub webhooks: bool,
 }
 
+impl MediaSettings {
+    /// What the server says of itself (join responses, agent worker registrations).
+    pub(crate) fn server_info(&self) -> proto::ServerInfo {
+        proto::ServerInfo {
+            edition: proto::server_info::Edition::Standard as i32,
+            version: SERVER_VERSION.to_owned(),
+            protocol: SERVER_PROTOCOL,
+            region: String::new(),
+            node_id: self.node_id.clone(),
+            debug_info: String::new(),
+            agent_protocol: 1,
+        }
+    }
+}
+
 /// Grants of a joining participant, from its token.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Permissions {
@@ -428,7 +443,7 @@ pub(crate) struct RoomCore {
 }
 
 /// What the server API may set on a room it creates.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RoomOptions {
     /// How long the room stays open if nobody joins (the server's default when `None`).
     pub empty_timeout: Option<Duration>,
@@ -438,6 +453,8 @@ pub struct RoomOptions {
     pub metadata: String,
     /// The most participants the room is for (0: no cap).
     pub max_participants: u32,
+    /// The agents dispatched to the room as it opens.
+    pub agents: Vec<proto::RoomAgentDispatch>,
 }
 
 /// A room's state as the server API reports it.

@@ -52,7 +52,8 @@ pub async fn join_local(room: &RoomServer, name: &str, identity: &str) -> LocalP
     room.join_local(name, options).await.expect("joins")
 }
 
-async fn start(key: &str, secret: &str, config: RoomServerConfig) -> TestRoom {
+/// Starts a room server with `config` (its UDP port and addresses are the tests').
+pub async fn start(key: &str, secret: &str, config: RoomServerConfig) -> TestRoom {
     let credentials = RoomCredentials::new(key, secret);
     let config = RoomServerConfig { udp_port: 0, node_ips: vec!["127.0.0.1".parse().expect("ip")], ..config };
     let room = RoomServer::start(config, credentials.clone()).await.expect("room server");

@@ -1,0 +1,265 @@
+//! LiveKit's agent dispatch with LiveKit's own agent framework: two LiveKit Agents workers (PyPI
+//! `livekit-agents`, tests/interop/py/agents_worker.py) register at the room's `/agent`, the
+//! official server SDK (PyPI `livekit-api`, tests/interop/py/agent_dispatch.py) dispatches them
+//! into four rooms, and each job's agent joins its room; a third worker that registers and never
+//! answers is passed over. And what the `/agent` endpoint refuses.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use livekit_protocol as proto;
+use prost::Message as _;
+use serde_json::{Value, json};
+use svc_room::{LocalJoinOptions, ParticipantKind, RoomEvent, RoomGrant, RoomServerConfig};
+use tokio::io::AsyncBufReadExt;
+use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+
+mod support;
+
+const KEY: &str = "agents-key";
+const SECRET: &str = "agents-secret-0123456789abcdefghijkl";
+
+fn token(credentials: &svc_room::RoomCredentials, grant: RoomGrant) -> String {
+    let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() + 600;
+    credentials
+        .mint(svc_room::RoomToken {
+            iss: String::new(),
+            sub: String::new(),
+            nbf: None,
+            exp: i64::try_from(expires).expect("seconds"),
+            name: None,
+            kind: None,
+            metadata: None,
+            attributes: std::collections::BTreeMap::new(),
+            video: grant,
+        })
+        .expect("mint")
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Connects to `/agent` with `bearer` (if any): the socket, or the HTTP status it was refused with.
+async fn connect_worker(url: &str, bearer: Option<&str>) -> Result<Socket, u16> {
+    let mut request = format!("{url}/agent").into_client_request().expect("request");
+    if let Some(bearer) = bearer {
+        request.headers_mut().insert("authorization", format!("Bearer {bearer}").parse().expect("header"));
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((socket, _)) => Ok(socket),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(response.status().as_u16()),
+        Err(error) => panic!("connect: {error}"),
+    }
+}
+
+fn worker_message(message: proto::worker_message::Message) -> Message {
+    Message::Binary(proto::WorkerMessage { message: Some(message) }.encode_to_vec().into())
+}
+
+/// A worker that registers for `agent_name`, says it is idle, and never answers an offer.
+async fn silent_worker(started: &support::TestRoom, agent_name: &str) -> (Socket, String) {
+    let bearer = token(&started.credentials, RoomGrant { agent: true, ..RoomGrant::default() });
+    let mut socket = connect_worker(&started.url(), Some(&bearer)).await.expect("the worker connects");
+    let register = proto::RegisterWorkerRequest {
+        r#type: proto::JobType::JtRoom as i32,
+        agent_name: agent_name.to_owned(),
+        ..Default::default()
+    };
+    socket.send(worker_message(proto::worker_message::Message::Register(register))).await.expect("send");
+    let Some(Ok(Message::Binary(bytes))) = socket.next().await else { panic!("no registration answer") };
+    let answer = proto::ServerMessage::decode(bytes.as_ref()).expect("a server message");
+    let Some(proto::server_message::Message::Register(registered)) = answer.message else { panic!("{answer:?}") };
+    assert!(registered.worker_id.starts_with("AW_"), "{registered:?}");
+    assert!(registered.server_info.is_some_and(|info| info.agent_protocol >= 1));
+    let idle = proto::UpdateWorkerStatus {
+        status: Some(proto::WorkerStatus::WsAvailable as i32),
+        load: 0.0,
+        ..Default::default()
+    };
+    socket.send(worker_message(proto::worker_message::Message::UpdateWorker(idle))).await.expect("send");
+    (socket, registered.worker_id)
+}
+
+/// A LiveKit Agents worker process and the processes it starts (its forkserver, one per job):
+/// its own process group, killed whole when dropped, so no job process outlives the test (one
+/// would keep the test's output open).
+struct WorkerProcess {
+    child: tokio::process::Child,
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // The group may be gone already.
+            let _ = std::process::Command::new("kill").args(["-s", "KILL", "--", &format!("-{pid}")]).status();
+        }
+    }
+}
+
+/// Starts a LiveKit Agents worker and waits until it has registered.
+async fn livekit_agents_worker(root: &std::path::Path, url: &str, label: &str) -> WorkerProcess {
+    let python = root.join("target/interop/agents-venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
+    let mut child = tokio::process::Command::new(python)
+        .arg(root.join("tests/interop/py/agents_worker.py"))
+        .args(["--url", url, "--key", KEY, "--secret", SECRET, "--agent-name", "helper", "--label", label])
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the worker starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let child = WorkerProcess { child };
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let registered = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[worker {label}] {line}");
+            if line.contains("registered worker") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(registered, Ok(true), "worker {label} registers");
+    let label = label.to_owned();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[worker {label}] {line}");
+        }
+    });
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker_is_passed_over() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/interop/venv/bin/python");
+    let config = RoomServerConfig { agent_answer_timeout: Duration::from_secs(1), ..Default::default() };
+    let started = support::start(KEY, SECRET, config).await;
+    let (_silent, silent_id) = silent_worker(&started, "helper").await;
+    let _a = livekit_agents_worker(&root, &started.url(), "a").await;
+    let _b = livekit_agents_worker(&root, &started.url(), "b").await;
+
+    let rooms = ["dispatch-1", "dispatch-2", "dispatch-3", "dispatch-4"];
+    let mut observers = Vec::new();
+    for room in rooms {
+        let options = LocalJoinOptions {
+            identity: format!("observer-{room}"),
+            name: "Observer".into(),
+            kind: ParticipantKind::Standard,
+            metadata: String::new(),
+            attributes: std::collections::BTreeMap::new(),
+        };
+        observers.push(started.room.join_local(room, options).await.expect("the observer joins"));
+    }
+    let mut script = tokio::process::Command::new(&python);
+    script.arg(root.join("tests/interop/py/agent_dispatch.py")).args([
+        "--url",
+        &started.url(),
+        "--key",
+        KEY,
+        "--secret",
+        SECRET,
+        "--agent-name",
+        "helper",
+        "--rooms",
+        &rooms.join(","),
+    ]);
+    let output = tokio::time::timeout(Duration::from_secs(90), script.kill_on_drop(true).output())
+        .await
+        .expect("the script finishes")
+        .expect("the script runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    eprintln!("{report:#}");
+
+    let mut by_worker = std::collections::BTreeMap::<String, usize>::new();
+    for (index, room) in rooms.iter().enumerate() {
+        let created = &report["created"][room];
+        assert!(created["id"].as_str().is_some_and(|id| id.starts_with("AD_")), "{created}");
+        assert_eq!((created["agent_name"].as_str(), created["room"].as_str()), (Some("helper"), Some(*room)));
+        let jobs = report["listed"][room].as_array().expect("jobs");
+        assert_eq!(jobs.len(), 1, "{room}: {jobs:?}");
+        // JobStatus.JS_RUNNING = 1, taken by a LiveKit Agents worker under the identity it chose.
+        assert_eq!(jobs[0]["status"], 1, "{room}: {jobs:?}");
+        assert_ne!(jobs[0]["worker"], silent_id.as_str(), "the silent worker never gets a job");
+        assert_eq!(jobs[0]["metadata"], format!("job {index}"));
+        let identity = jobs[0]["identity"].as_str().expect("identity");
+        let label = identity.strip_prefix("agent-").and_then(|rest| rest.split('-').next()).expect("agent-<label>-…");
+        *by_worker.entry(label.to_owned()).or_default() += 1;
+    }
+    assert_eq!(by_worker.keys().collect::<Vec<_>>(), ["a", "b"], "both workers took jobs: {by_worker:?}");
+
+    // Each room's observer saw its agent join as LiveKit makes it (kind AGENT, `lk.agent_name`)
+    // and heard from it.
+    for (index, observer) in observers.iter_mut().enumerate() {
+        let (mut joined, mut hello) = (None, None);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while joined.is_none() || hello.is_none() {
+            match tokio::time::timeout_at(deadline, observer.next_event()).await {
+                Ok(Some(RoomEvent::ParticipantJoined(participant))) => joined = Some(participant),
+                Ok(Some(RoomEvent::Data(data))) if data.topic.as_deref() == Some("agent.hello") => {
+                    hello = Some(serde_json::from_slice::<Value>(&data.payload).expect("JSON"));
+                }
+                Ok(Some(_)) => {}
+                other => panic!("room {}: the agent never showed: {other:?}", rooms[index]),
+            }
+        }
+        let joined = joined.expect("joined");
+        assert_eq!(joined.kind, ParticipantKind::Agent);
+        assert_eq!(joined.attributes.get("lk.agent_name").map(String::as_str), Some("helper"));
+        let hello = hello.expect("hello");
+        assert_eq!(hello["metadata"], format!("job {index}"));
+        assert_eq!(hello["dispatch"], report["created"][rooms[index]]["id"]);
+    }
+
+    assert_eq!(report["got"]["agent_name"], "helper");
+    assert_eq!(report["deleted"], report["created"]["dispatch-4"]["id"]);
+    assert_eq!(report["after_delete"], json!([]));
+    assert_eq!(report["errors"]["delete_unknown"], json!({"code": "not_found", "status": 404}));
+    assert_eq!(report["errors"]["wrong_secret"], json!({"code": "unauthenticated", "status": 401}));
+    // The deleted dispatch's job was terminated: its agent leaves the room.
+    let last = observers.last_mut().expect("observer");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match tokio::time::timeout_at(deadline, last.next_event()).await {
+            Ok(Some(RoomEvent::ParticipantLeft { identity, .. })) if identity.starts_with("agent-") => break,
+            Ok(Some(_)) => {}
+            other => panic!("the terminated agent never left: {other:?}"),
+        }
+    }
+    started.room.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_agent_endpoint_wants_the_agent_grant_and_a_registration_first() {
+    let started = support::start(KEY, SECRET, RoomServerConfig::default()).await;
+    assert_eq!(connect_worker(&started.url(), None).await.err(), Some(401));
+    let joiner = token(&started.credentials, RoomGrant { room_join: true, room: "r".into(), ..RoomGrant::default() });
+    assert_eq!(connect_worker(&started.url(), Some(&joiner)).await.err(), Some(403));
+    let foreign = svc_room::RoomCredentials::new(KEY, "another-secret-0123456789abcdefghijkl");
+    let forged = token(&foreign, RoomGrant { agent: true, ..RoomGrant::default() });
+    assert_eq!(connect_worker(&started.url(), Some(&forged)).await.err(), Some(401));
+
+    // A status update before registering: the connection is closed with a reason.
+    let bearer = token(&started.credentials, RoomGrant { agent: true, ..RoomGrant::default() });
+    let mut socket = connect_worker(&started.url(), Some(&bearer)).await.expect("connects");
+    let update = proto::UpdateWorkerStatus::default();
+    socket.send(worker_message(proto::worker_message::Message::UpdateWorker(update))).await.expect("send");
+    match socket.next().await {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1008, "{frame:?}"),
+        other => panic!("expected a close: {other:?}"),
+    }
+    // Registered, it answers pings with pongs.
+    let (mut worker, _) = silent_worker(&started, "pinger").await;
+    let ping = proto::WorkerPing { timestamp: 1234 };
+    worker.send(worker_message(proto::worker_message::Message::Ping(ping))).await.expect("send");
+    let Some(Ok(Message::Binary(bytes))) = worker.next().await else { panic!("no pong") };
+    let pong = proto::ServerMessage::decode(bytes.as_ref()).expect("decodes");
+    let Some(proto::server_message::Message::Pong(pong)) = pong.message else { panic!("{pong:?}") };
+    assert_eq!(pong.last_timestamp, 1234);
+    started.room.shutdown().await;
+}

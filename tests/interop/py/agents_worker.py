@@ -1,0 +1,67 @@
+"""A LiveKit Agents worker (PyPI `livekit-agents`, pinned in scripts/interop-setup.sh) against
+svc's room, as LiveKit users run one: it registers at `<room URL>/agent` for `--agent-name`,
+accepts the jobs it is offered under its own agent identity, joins each job's room with the token
+of the assignment, says who it is (attribute `worker`, a data message on `agent.hello` with the
+job's id, dispatch and metadata), and stays until the room ends or the job is terminated.
+
+Run in its own venv (target/interop/agents-venv: LiveKit Agents pins its own `livekit` client);
+the Rust test (crates/svc-room/tests/agents.rs) starts it and reads what the room saw.
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+
+from livekit.agents import AgentServer, JobContext, JobExecutorType, JobRequest
+
+# Jobs run in processes of their own, which import this module: what they need of the command
+# line comes through the environment.
+LABEL_VARIABLE = "SVC_TEST_WORKER_LABEL"
+
+
+async def on_request(request: JobRequest):
+    label = os.environ[LABEL_VARIABLE]
+    await request.accept(identity=f"agent-{label}-{request.id}", name=f"Worker {label}")
+
+
+async def entrypoint(ctx: JobContext):
+    label = os.environ[LABEL_VARIABLE]
+    await ctx.connect()
+    local = ctx.room.local_participant
+    await local.set_attributes({"worker": label})
+    hello = {"worker": label, "job": ctx.job.id, "dispatch": ctx.job.dispatch_id, "metadata": ctx.job.metadata}
+    await local.publish_data(json.dumps(hello), reliable=True, topic="agent.hello")
+    # Returning leaves the agent in the room: the job runs until the room ends or the server
+    # terminates it.
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--secret", required=True)
+    parser.add_argument("--agent-name", required=True)
+    parser.add_argument("--label", required=True)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    os.environ[LABEL_VARIABLE] = args.label
+
+    server = AgentServer(
+        ws_url=args.url,
+        api_key=args.key,
+        api_secret=args.secret,
+        # A process per job, as in production (jobs in threads share the client's FFI loop).
+        job_executor_type=JobExecutorType.PROCESS,
+        num_idle_processes=0,
+        port=0,
+        # The load LiveKit compares workers by: a quarter per running job.
+        load_fnc=lambda worker: min(1.0, len(worker.active_jobs) * 0.25),
+    )
+    server.rtc_session(entrypoint, agent_name=args.agent_name, on_request=on_request)
+    asyncio.run(server.run(devmode=True))
+
+
+if __name__ == "__main__":
+    main()
