@@ -96,13 +96,21 @@ impl Drop for WorkerProcess {
     }
 }
 
-/// Starts a LiveKit Agents worker and waits until it has registered.
-async fn livekit_agents_worker(root: &std::path::Path, url: &str, label: &str) -> WorkerProcess {
+/// Starts a LiveKit Agents worker for `agent_name` and waits until it has registered; with
+/// `voice`, its jobs are voice agents on that OpenAI Realtime base URL.
+async fn livekit_agents_worker(
+    root: &std::path::Path,
+    url: &str,
+    label: &str,
+    agent_name: &str,
+    voice: Option<&str>,
+) -> WorkerProcess {
     let python = root.join("target/interop/agents-venv/bin/python");
     assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
     let mut child = tokio::process::Command::new(python)
         .arg(root.join("tests/interop/py/agents_worker.py"))
-        .args(["--url", url, "--key", KEY, "--secret", SECRET, "--agent-name", "helper", "--label", label])
+        .args(["--url", url, "--key", KEY, "--secret", SECRET, "--agent-name", agent_name, "--label", label])
+        .args(["--voice-base-url", voice.unwrap_or_default()])
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .kill_on_drop(true)
@@ -139,8 +147,8 @@ async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker
     let config = RoomServerConfig { agent_answer_timeout: Duration::from_secs(1), ..Default::default() };
     let started = support::start(KEY, SECRET, config).await;
     let (_silent, silent_id) = silent_worker(&started, "helper").await;
-    let _a = livekit_agents_worker(&root, &started.url(), "a").await;
-    let _b = livekit_agents_worker(&root, &started.url(), "b").await;
+    let _a = livekit_agents_worker(&root, &started.url(), "a", "helper", None).await;
+    let _b = livekit_agents_worker(&root, &started.url(), "b", "helper", None).await;
 
     let rooms = ["dispatch-1", "dispatch-2", "dispatch-3", "dispatch-4"];
     let mut observers = Vec::new();
@@ -231,6 +239,61 @@ async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker
             other => panic!("the terminated agent never left: {other:?}"),
         }
     }
+    started.room.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_livekit_agents_voice_agent_on_the_openai_realtime_plugin_holds_a_spoken_turn() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/interop/venv/bin/python");
+    let fake = svc_testkit::FakeUpstream::start(svc_testkit::Flavor::OpenAi).await;
+    let started = support::start(KEY, SECRET, RoomServerConfig::default()).await;
+    let _worker = livekit_agents_worker(&root, &started.url(), "v", "voice", Some(&fake.openai_base_url())).await;
+
+    let mut script = tokio::process::Command::new(&python);
+    script.arg(root.join("tests/interop/py/agent_voice_user.py")).args([
+        "--url",
+        &started.url(),
+        "--key",
+        KEY,
+        "--secret",
+        SECRET,
+        "--agent-name",
+        "voice",
+        "--room",
+        "voice-room",
+        "--speech",
+        root.join("target/interop/audio/caller.wav").to_str().expect("path"),
+    ]);
+    let output = tokio::time::timeout(Duration::from_secs(120), script.kill_on_drop(true).output())
+        .await
+        .expect("the user finishes")
+        .expect("the user runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    eprintln!("{report:#}");
+
+    let identity = report["agent"]["identity"].as_str().expect("the agent joined");
+    assert!(identity.starts_with("agent-v-AJ_"), "{identity}");
+    assert_eq!(report["agent"]["attributes"]["lk.agent_name"], "voice");
+    // The upstream heard the user: the plugin streamed the room's audio into the fake (24 kHz),
+    // about as much as was spoken.
+    let upstream: usize = fake.audio().iter().map(Vec::len).sum();
+    let spoke = report["spoke_seconds"].as_f64().expect("spoke");
+    assert!(upstream as f64 / 24_000.0 > spoke * 0.8, "{upstream} samples upstream for {spoke:.1} s spoken");
+    // And the user heard the model: its voice after the user stopped, its words as the agent's
+    // transcript.
+    assert!(report["voiced_after_speech_seconds"].as_f64().is_some_and(|seconds| seconds > 1.0), "{report}");
+    let said: Vec<&str> = report["transcript"]
+        .as_array()
+        .expect("transcript")
+        .iter()
+        .filter(|entry| entry["from"] == identity)
+        .filter_map(|entry| entry["text"].as_str())
+        .collect();
+    assert!(said.iter().any(|text| text.contains("How can I help you today")), "{said:?}");
     started.room.shutdown().await;
 }
 

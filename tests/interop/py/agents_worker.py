@@ -2,7 +2,9 @@
 svc's room, as LiveKit users run one: it registers at `<room URL>/agent` for `--agent-name`,
 accepts the jobs it is offered under its own agent identity, joins each job's room with the token
 of the assignment, says who it is (attribute `worker`, a data message on `agent.hello` with the
-job's id, dispatch and metadata), and stays until the room ends or the job is terminated.
+job's id, dispatch and metadata), and stays until the room ends or the job is terminated. With
+`--voice-base-url` each job is instead a voice agent (an AgentSession on the OpenAI realtime
+plugin, pointed at svc-testkit's OpenAI Realtime fake).
 
 Run in its own venv (target/interop/agents-venv: LiveKit Agents pins its own `livekit` client);
 the Rust test (crates/svc-room/tests/agents.rs) starts it and reads what the room saw.
@@ -19,6 +21,7 @@ from livekit.agents import AgentServer, JobContext, JobExecutorType, JobRequest
 # Jobs run in processes of their own, which import this module: what they need of the command
 # line comes through the environment.
 LABEL_VARIABLE = "SVC_TEST_WORKER_LABEL"
+VOICE_VARIABLE = "SVC_TEST_VOICE_BASE_URL"
 
 
 async def on_request(request: JobRequest):
@@ -28,6 +31,9 @@ async def on_request(request: JobRequest):
 
 async def entrypoint(ctx: JobContext):
     label = os.environ[LABEL_VARIABLE]
+    if os.environ.get(VOICE_VARIABLE):
+        await voice(ctx)
+        return
     await ctx.connect()
     local = ctx.room.local_participant
     await local.set_attributes({"worker": label})
@@ -37,6 +43,18 @@ async def entrypoint(ctx: JobContext):
     # terminates it.
 
 
+async def voice(ctx: JobContext):
+    """A voice agent as LiveKit's examples build one: an AgentSession on the OpenAI realtime
+    plugin, pointed at an OpenAI Realtime fake (the key is the fake's)."""
+    from livekit.agents import Agent, AgentSession
+    from livekit.plugins import openai
+
+    await ctx.connect()
+    model = openai.realtime.RealtimeModel(base_url=os.environ[VOICE_VARIABLE], api_key="test-key")
+    session = AgentSession(llm=model)
+    await session.start(room=ctx.room, agent=Agent(instructions="You are a helpful voice assistant."))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
@@ -44,9 +62,11 @@ def main():
     parser.add_argument("--secret", required=True)
     parser.add_argument("--agent-name", required=True)
     parser.add_argument("--label", required=True)
+    parser.add_argument("--voice-base-url", default="", help="run a voice agent on this OpenAI Realtime fake")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
     os.environ[LABEL_VARIABLE] = args.label
+    os.environ[VOICE_VARIABLE] = args.voice_base_url
 
     server = AgentServer(
         ws_url=args.url,
