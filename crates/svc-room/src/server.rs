@@ -239,19 +239,14 @@ impl RoomServer {
         self.inner.mux.route_count()
     }
 
-    /// The room's command and post channels, creating the room if it does not exist.
-    fn room_sender(&self, name: &str) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>), RoomError> {
-        self.open_room(name, None).map(|(sender, posts, _)| (sender, posts))
-    }
-
     /// The command channel of an open room, without creating one.
     fn existing_room(&self, name: &str) -> Option<mpsc::Sender<RoomCommand>> {
         let rooms = self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         rooms.get(name).map(|entry| entry.sender.clone()).filter(|sender| !sender.is_closed())
     }
 
-    /// As [`RoomServer::room_sender`], also saying whether the room was created just now (with
-    /// `options` when given: a `CreateRoom`).
+    /// The room's command and post channels, creating the room if it does not exist (with
+    /// `options` when given: a `CreateRoom`, a token's `roomConfig`), and whether it did.
     fn open_room(
         &self,
         name: &str,
@@ -341,14 +336,16 @@ impl RoomServer {
         describe(&self.existing_room(name)?).await
     }
 
-    /// Sends a join to the room, recreating the room once if it closed in between.
+    /// Sends a join to the room, recreating the room once if it closed in between; a room the
+    /// join creates gets `options` (a token's `roomConfig`).
     async fn join(
         &self,
         room: &str,
+        options: Option<&RoomOptions>,
         make: impl Fn(oneshot::Sender<Option<Key>>) -> RoomCommand,
     ) -> Result<(mpsc::Sender<RoomCommand>, mpsc::Sender<LocalPost>, Key), RoomError> {
         for _ in 0..2 {
-            let (sender, posts) = self.room_sender(room)?;
+            let (sender, posts, _) = self.open_room(room, options)?;
             let (reply, key) = oneshot::channel();
             if sender.send(make(reply)).await.is_err() {
                 continue;
@@ -367,9 +364,14 @@ impl RoomServer {
         room: &str,
         request: JoinRequest,
         signal: mpsc::Sender<proto::signal_response::Message>,
+        options: Option<&RoomOptions>,
     ) -> Result<(RoomLink, Key), RoomError> {
         let (sender, _, key) = self
-            .join(room, |reply| RoomCommand::JoinRemote { request: request.clone(), signal: signal.clone(), reply })
+            .join(room, options, |reply| RoomCommand::JoinRemote {
+                request: request.clone(),
+                signal: signal.clone(),
+                reply,
+            })
             .await?;
         Ok((RoomLink { sender }, key))
     }
@@ -390,7 +392,7 @@ impl RoomServer {
         let (events, receiver) = mpsc::channel(LOCAL_QUEUE);
         let shared = Arc::new(LocalShared::default());
         let (sender, posts, key) = self
-            .join(room, |reply| RoomCommand::JoinLocal {
+            .join(room, None, |reply| RoomCommand::JoinLocal {
                 request: request.clone(),
                 events: events.clone(),
                 shared: shared.clone(),

@@ -20,7 +20,7 @@ use livekit_protocol as proto;
 use prost::Message as _;
 use tokio::sync::mpsc;
 
-use crate::core::{JoinRequest, Key, Permissions};
+use crate::core::{JoinRequest, Key, Permissions, RoomOptions};
 use crate::model::{LeaveReason, ParticipantKind};
 use crate::server::{RoomError, RoomServer};
 use crate::token::RoomToken;
@@ -69,6 +69,8 @@ struct Admission {
     room: String,
     request: JoinRequest,
     reconnect: bool,
+    /// The token's `roomConfig`, for a room this join creates.
+    room_config: Option<RoomOptions>,
 }
 
 fn admit(server: &RoomServer, headers: &HeaderMap, query: &HashMap<String, String>) -> Result<Admission, Refusal> {
@@ -125,7 +127,16 @@ fn admit(server: &RoomServer, headers: &HeaderMap, query: &HashMap<String, Strin
         auto_subscribe: flag("auto_subscribe", true),
         client_protocol: query.get("client_protocol").and_then(|v| v.parse().ok()).unwrap_or(0),
     };
-    Ok(Admission { room: claims.video.room, request, reconnect: flag("reconnect", false) })
+    let room_config = claims.room_config.map(|config| {
+        RoomOptions::livekit(
+            config.empty_timeout,
+            config.departure_timeout,
+            config.max_participants,
+            config.metadata,
+            config.agents,
+        )
+    });
+    Ok(Admission { room: claims.video.room, request, reconnect: flag("reconnect", false), room_config })
 }
 
 async fn validate_v0(
@@ -173,7 +184,8 @@ async fn connect_v0(
     // As LiveKit does, the room is joined before the upgrade: a refusal is an HTTP answer, and
     // the join response waits in the signal queue for the socket.
     let (to_client, from_room) = mpsc::channel(crate::actor::SIGNAL_QUEUE);
-    let (room, key) = match server.join_remote(&admission.room, admission.request, to_client).await {
+    let options = admission.room_config.as_ref();
+    let (room, key) = match server.join_remote(&admission.room, admission.request, to_client, options).await {
         Ok(joined) => joined,
         Err(RoomError::Full) => return full_room(),
         Err(error) => {

@@ -93,6 +93,10 @@ pub struct RoomToken {
     /// Room grant.
     #[serde(default)]
     pub video: RoomGrant,
+    /// How the room is set up if this join creates it (LiveKit's `roomConfig`: timeouts, the
+    /// participant cap, metadata, agents to dispatch).
+    #[serde(default, rename = "roomConfig", skip_serializing_if = "Option::is_none")]
+    pub room_config: Option<livekit_protocol::RoomConfiguration>,
 }
 
 /// Why a room token was refused.
@@ -179,6 +183,7 @@ impl RoomCredentials {
                 can_update_own_metadata: Some(true),
                 ..RoomGrant::default()
             },
+            room_config: None,
         })
     }
 

@@ -9,8 +9,6 @@
 //! `CreateDispatch`, `DeleteDispatch`, `ListDispatch` (`crate::agents`). Every other LiveKit
 //! service answers `unimplemented`.
 
-use std::time::Duration;
-
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -206,14 +204,13 @@ async fn room_service(
             require(grant.room_create, "roomCreate")?;
             let request: proto::CreateRoomRequest = encoding.decode(body)?;
             check_room_name(&request.name)?;
-            let options = RoomOptions {
-                empty_timeout: (request.empty_timeout > 0).then(|| Duration::from_secs(request.empty_timeout.into())),
-                departure_timeout: (request.departure_timeout > 0)
-                    .then(|| Duration::from_secs(request.departure_timeout.into())),
-                metadata: request.metadata,
-                max_participants: request.max_participants,
-                agents: request.agents,
-            };
+            let options = RoomOptions::livekit(
+                request.empty_timeout,
+                request.departure_timeout,
+                request.max_participants,
+                request.metadata,
+                request.agents,
+            );
             let description = server
                 .create_room(&request.name, options)
                 .await

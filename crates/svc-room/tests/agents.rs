@@ -33,6 +33,7 @@ fn token(credentials: &svc_room::RoomCredentials, grant: RoomGrant) -> String {
             metadata: None,
             attributes: std::collections::BTreeMap::new(),
             video: grant,
+            room_config: None,
         })
         .expect("mint")
 }
@@ -224,6 +225,10 @@ async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker
         assert_eq!(hello["dispatch"], report["created"][rooms[index]]["id"]);
     }
 
+    // A token's roomConfig dispatched the agent into the room its join opened.
+    let via_token = &report["room_config"];
+    assert!(via_token["agent"].as_str().is_some_and(|identity| identity.starts_with("agent-")), "{via_token}");
+    assert_eq!(via_token["metadata"], json!(["from the token"]));
     assert_eq!(report["got"]["agent_name"], "helper");
     assert_eq!(report["deleted"], report["created"]["dispatch-4"]["id"]);
     assert_eq!(report["after_delete"], json!([]));

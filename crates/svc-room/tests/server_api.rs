@@ -184,6 +184,7 @@ fn token(credentials: &svc_room::RoomCredentials, grant: svc_room::RoomGrant) ->
             metadata: None,
             attributes: std::collections::BTreeMap::new(),
             video: grant,
+            room_config: None,
         })
         .expect("mint")
 }

@@ -55,6 +55,7 @@ impl Harness {
             metadata: None,
             attributes: BTreeMap::new(),
             video: RoomGrant { room_join: true, room: room.into(), ..Default::default() },
+            room_config: None,
         };
         edit(&mut claims);
         self.credentials.mint(claims).expect("mint")

@@ -1,6 +1,7 @@
 """LiveKit's AgentDispatchService against svc's room, driven by the official server SDK (PyPI
 `livekit-api`): dispatches `--agent-name` to each `--rooms` room, waits until every job runs,
-lists them, waits for their agents to join, deletes the last one, and tries what must be refused.
+lists them, waits for their agents to join, deletes the last one, joins a room whose token's
+`roomConfig` names the agent, and tries what must be refused.
 
 Prints one JSON object (what each call answered) for the Rust test
 (crates/svc-room/tests/agents.rs) to judge; exits non-zero only when the harness itself breaks.
@@ -10,7 +11,7 @@ import argparse
 import asyncio
 import json
 
-from livekit import api
+from livekit import api, rtc
 
 
 def error_of(exc):
@@ -71,6 +72,31 @@ async def main():
     deleted = await dispatch.delete_dispatch(out["created"][last]["id"], last)
     out["deleted"] = deleted.id
     out["after_delete"] = [d.id for d in await dispatch.list_dispatch(room_name=last)]
+
+    # A client whose token carries a roomConfig naming the agent: its join opens the room, and
+    # the agent is dispatched into it.
+    config = api.RoomConfiguration(
+        agents=[api.RoomAgentDispatch(agent_name=args.agent_name, metadata="from the token")]
+    )
+    token = (
+        api.AccessToken(args.key, args.secret)
+        .with_identity("config-user")
+        .with_grants(api.VideoGrants(room_join=True, room="config-room"))
+        .with_room_config(config)
+        .to_jwt()
+    )
+    room = rtc.Room()
+    await room.connect(args.url, token)
+    agent = None
+    for _ in range(300):
+        agents = [p for p in room.remote_participants.values() if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT]
+        if agents:
+            agent = agents[0]
+            break
+        await asyncio.sleep(0.1)
+    listed = await dispatch.list_dispatch(room_name="config-room")
+    out["room_config"] = {"agent": agent.identity if agent else None, "metadata": [d.metadata for d in listed]}
+    await room.disconnect()
 
     errors = {}
     try:

@@ -259,6 +259,7 @@ impl Shell {
                 hidden: permissions.hidden,
                 ..RoomGrant::default()
             },
+            room_config: None,
         })
     }
 }

@@ -457,6 +457,27 @@ pub struct RoomOptions {
     pub agents: Vec<proto::RoomAgentDispatch>,
 }
 
+impl RoomOptions {
+    /// LiveKit's room settings (`CreateRoomRequest`, a token's `roomConfig`): a timeout of 0 is
+    /// the server's default.
+    pub fn livekit(
+        empty_timeout: u32,
+        departure_timeout: u32,
+        max_participants: u32,
+        metadata: String,
+        agents: Vec<proto::RoomAgentDispatch>,
+    ) -> RoomOptions {
+        let seconds = |value: u32| (value > 0).then(|| Duration::from_secs(value.into()));
+        RoomOptions {
+            empty_timeout: seconds(empty_timeout),
+            departure_timeout: seconds(departure_timeout),
+            metadata,
+            max_participants,
+            agents,
+        }
+    }
+}
+
 /// A room's state as the server API reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoomDescription {
