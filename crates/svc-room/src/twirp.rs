@@ -4,8 +4,8 @@
 //! Twirp's JSON `{"code", "msg"}` with its HTTP statuses (research/livekit.md §5.3).
 //!
 //! `RoomService`: `CreateRoom`, `ListRooms`, `DeleteRoom`, `ListParticipants`, `GetParticipant`,
-//! `RemoveParticipant`, `UpdateParticipant`, `MutePublishedTrack`, `UpdateRoomMetadata`,
-//! `SendData` (the room's side of the last five: `core::admin`). `AgentDispatchService`:
+//! `RemoveParticipant`, `UpdateParticipant`, `UpdateSubscriptions`, `MutePublishedTrack`,
+//! `UpdateRoomMetadata`, `SendData` (the room's side of the last six: `core::admin`). `AgentDispatchService`:
 //! `CreateDispatch`, `DeleteDispatch`, `ListDispatch` (`crate::agents`). Every other LiveKit
 //! service answers `unimplemented`.
 
@@ -278,6 +278,7 @@ async fn room_service(
                 AdminAnswer::Done if method == "RemoveParticipant" => {
                     encoding.answer(&proto::RemoveParticipantResponse {})
                 }
+                // `SendDataResponse`, `UpdateSubscriptionsResponse`: both empty.
                 AdminAnswer::Done => encoding.answer(&proto::SendDataResponse {}),
                 AdminAnswer::Participant(participant) => encoding.answer(&participant),
                 AdminAnswer::Track(track) => encoding.answer(&proto::MuteRoomTrackResponse { track: Some(track) }),
@@ -314,6 +315,15 @@ fn admin_command(method: &str, encoding: Encoding, body: &[u8]) -> Result<Option
                 muted: request.muted,
             };
             (request.room, command)
+        }
+        "UpdateSubscriptions" => {
+            let request: proto::UpdateSubscriptionsRequest = encoding.decode(body)?;
+            let subscription = proto::UpdateSubscription {
+                track_sids: request.track_sids,
+                subscribe: request.subscribe,
+                participant_tracks: request.participant_tracks,
+            };
+            (request.room, AdminCommand::UpdateSubscriptions { identity: request.identity, subscription })
         }
         "UpdateRoomMetadata" => {
             let request: proto::UpdateRoomMetadataRequest = encoding.decode(body)?;

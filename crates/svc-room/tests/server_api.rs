@@ -67,6 +67,7 @@ async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
     assert_eq!(saw["data"], json!({"data": "hello from the server", "topic": "server.topic", "from": null}), "{saw}");
     assert_eq!(saw["room_metadata"], "room meta 2", "{saw}");
     assert_eq!(saw["muted"], true, "the publisher was asked to mute: {saw}");
+    assert_eq!(report["subscribed_by_server"], true, "UpdateSubscriptions subscribed a client that did not");
     assert_eq!(report["second_removed"], true);
 
     let errors = &report["errors"];

@@ -214,6 +214,9 @@ async fn the_server_sdks_receivers_verify_every_webhook_of_a_room_the_sdk_drove(
         ("room_started", ""),
         ("participant_joined", "py-user"),
         ("track_published", "py-user"),
+        // The client the administrator subscribed (server_api.py), for its few moments.
+        ("participant_joined", "py-listener"),
+        ("participant_left", "py-listener"),
         ("track_unpublished", "py-user"),
         ("participant_left", "py-user"),
         ("room_finished", ""),

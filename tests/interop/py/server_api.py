@@ -116,6 +116,21 @@ async def main():
     got["muted"] = got.get("muted") == published.sid
     out["client_saw"] = got
 
+    # A client that subscribes to nothing on its own is subscribed by the administrator.
+    listener = rtc.Room()
+    subscribed = asyncio.Event()
+    listener.on("track_subscribed", lambda track, publication, participant: subscribed.set())
+    await listener.connect(args.url, join_token("py-listener"), rtc.RoomOptions(auto_subscribe=False))
+    await room_service.update_subscriptions(
+        api.UpdateSubscriptionsRequest(room="sdk-room", identity="py-listener", track_sids=[published.sid], subscribe=True)
+    )
+    try:
+        await asyncio.wait_for(subscribed.wait(), 10)
+        out["subscribed_by_server"] = True
+    except asyncio.TimeoutError:
+        out["subscribed_by_server"] = False
+    await listener.disconnect()
+
     # A second client is removed by the administrator.
     second_token = join_token("py-second")
     second = rtc.Room()

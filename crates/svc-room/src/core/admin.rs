@@ -1,5 +1,6 @@
 //! What LiveKit's server API does to a room (`RoomService` calls beyond listing): remove or update
-//! a participant, mute a published track, set the room's metadata, send data from the server.
+//! a participant, change its subscriptions, mute a published track, set the room's metadata,
+//! send data from the server.
 //! The Twirp edge (`crate::twirp`) authorises and decodes; this is the room's side.
 
 use std::time::Instant;
@@ -29,6 +30,9 @@ pub(crate) enum AdminCommand {
     UpdateRoomMetadata { metadata: String },
     /// `SendData`: a packet from the server (no sender identity) to everyone or to the named.
     SendData { packet: proto::DataPacket, reliable: bool },
+    /// `UpdateSubscriptions`: the participant subscribes to (or drops) the named tracks, as if
+    /// its client had asked.
+    UpdateSubscriptions { identity: String, subscription: proto::UpdateSubscription },
 }
 
 /// What a server API command answered.
@@ -65,6 +69,11 @@ impl RoomCore {
             AdminCommand::RemoveParticipant { identity } => {
                 let key = self.key_of(&identity)?;
                 self.remove_participant(now, key, LeaveReason::ParticipantRemoved, true);
+                Ok(AdminAnswer::Done)
+            }
+            AdminCommand::UpdateSubscriptions { identity, subscription } => {
+                let key = self.key_of(&identity)?;
+                self.handle_subscription(now, key, subscription);
                 Ok(AdminAnswer::Done)
             }
             AdminCommand::UpdateParticipant { identity, name, metadata, attributes, permission } => {
