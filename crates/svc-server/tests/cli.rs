@@ -368,6 +368,98 @@ async fn room_token_mints_with_the_servers_room_key() {
     assert_eq!(app.room.verify(plain.trim()).expect("valid").sub, "bob");
 }
 
+/// `svc serve --room-webhook-urls` wires the room's webhooks: a room the server API creates and
+/// deletes (at the origin's `/twirp`, where the Node SDK posts) reaches the receiver as
+/// `room_started` and `room_finished`, signed with the room's key.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_posts_room_webhooks_to_the_configured_urls() {
+    let receiver = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let hook_url = format!("http://{}/hook", receiver.local_addr().expect("addr"));
+    let (bodies, received) = std::sync::mpsc::channel::<(String, String)>();
+    std::thread::spawn(move || {
+        for stream in receiver.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = Vec::new();
+            let mut buffer = [0_u8; 8192];
+            // Headers, then the body its Content-Length announces.
+            let (head, body) = loop {
+                let read = stream.read(&mut buffer).unwrap_or(0);
+                request.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&request).into_owned();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+                        .and_then(|value| value.trim().parse().ok())
+                        .unwrap_or(0);
+                    if body.len() >= length || read == 0 {
+                        break (head.to_owned(), body.to_owned());
+                    }
+                } else if read == 0 {
+                    return;
+                }
+            };
+            let auth = head
+                .lines()
+                .find_map(|line| line.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("authorization")))
+                .map(|(_, value)| value.trim().to_owned())
+                .unwrap_or_default();
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = bodies.send((auth, body));
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_owned();
+    let server = tokio::task::spawn_blocking(move || Server::start(&path, &["--room-webhook-urls", &hook_url]))
+        .await
+        .expect("join");
+    let url = svc_store::Store::sqlite_url(&dir.path().join("svc.db"));
+    let store = svc_store::Store::connect(&url).await.expect("store");
+    let config = svc_server::Config::for_tests(dir.path(), svc_server::config::Database::parse(&url).expect("url"));
+    let room_key = svc_server::AppState::with_store(config, store).await.expect("app").room.clone();
+    let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() + 600;
+    let token = room_key
+        .mint(svc_room::RoomToken {
+            iss: String::new(),
+            sub: String::new(),
+            nbf: None,
+            exp: i64::try_from(expires).expect("seconds"),
+            name: None,
+            kind: None,
+            metadata: None,
+            attributes: std::collections::BTreeMap::new(),
+            video: svc_room::RoomGrant { room_create: true, ..svc_room::RoomGrant::default() },
+            room_config: None,
+        })
+        .expect("mint");
+    let post = |method: &str, body: &str| {
+        let mut stream = TcpStream::connect(&server.addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        write!(
+            stream,
+            "POST /twirp/livekit.RoomService/{method} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read");
+        response.split_whitespace().nth(1).and_then(|code| code.parse::<u16>().ok()).expect("status")
+    };
+    assert_eq!(post("CreateRoom", r#"{"name":"hooked"}"#), 200);
+    assert_eq!(post("DeleteRoom", r#"{"room":"hooked"}"#), 200);
+    let mut events = Vec::new();
+    while events.len() < 2 {
+        let (auth, body) = received.recv_timeout(Duration::from_secs(20)).expect("a webhook");
+        assert!(!auth.is_empty() && !auth.starts_with("Bearer"), "LiveKit's bare token: {auth}");
+        let event: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(event["room"]["name"], "hooked");
+        events.push(event["event"].as_str().unwrap_or("").to_owned());
+    }
+    assert_eq!(events, ["room_started", "room_finished"]);
+    assert!(server.terminate().success());
+}
+
 #[test]
 fn json_logs_are_one_object_per_line() {
     let dir = tempfile::tempdir().expect("tempdir");
