@@ -12,7 +12,7 @@ use livekit_protocol as proto;
 use prost::Message as _;
 use serde_json::{Value, json};
 use svc_room::{LocalJoinOptions, ParticipantKind, RoomEvent, RoomGrant, RoomServerConfig};
-use tokio::io::AsyncBufReadExt;
+use svc_testkit::agents_worker::{AgentsWorker, WorkerOptions};
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
 mod support;
@@ -81,23 +81,7 @@ async fn silent_worker(started: &support::TestRoom, agent_name: &str) -> (Socket
     (socket, registered.worker_id)
 }
 
-/// A LiveKit Agents worker process and the processes it starts (its forkserver, one per job):
-/// its own process group, killed whole when dropped, so no job process outlives the test (one
-/// would keep the test's output open).
-struct WorkerProcess {
-    child: tokio::process::Child,
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        if let Some(pid) = self.child.id() {
-            // The group may be gone already.
-            let _ = std::process::Command::new("kill").args(["-s", "KILL", "--", &format!("-{pid}")]).status();
-        }
-    }
-}
-
-/// Starts a LiveKit Agents worker for `agent_name` and waits until it has registered; with
+/// Starts a LiveKit Agents worker for `agent_name` (see `svc_testkit::agents_worker`); with
 /// `voice`, its jobs are voice agents on that OpenAI Realtime base URL.
 async fn livekit_agents_worker(
     root: &std::path::Path,
@@ -105,39 +89,9 @@ async fn livekit_agents_worker(
     label: &str,
     agent_name: &str,
     voice: Option<&str>,
-) -> WorkerProcess {
-    let python = root.join("target/interop/agents-venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
-    let mut child = tokio::process::Command::new(python)
-        .arg(root.join("tests/interop/py/agents_worker.py"))
-        .args(["--url", url, "--key", KEY, "--secret", SECRET, "--agent-name", agent_name, "--label", label])
-        .args(["--voice-base-url", voice.unwrap_or_default()])
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the worker starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let child = WorkerProcess { child };
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let registered = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("[worker {label}] {line}");
-            if line.contains("registered worker") {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(registered, Ok(true), "worker {label} registers");
-    let label = label.to_owned();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("[worker {label}] {line}");
-        }
-    });
-    child
+) -> AgentsWorker {
+    let options = WorkerOptions { url, key: KEY, secret: SECRET, agent_name, label, voice_base_url: voice };
+    AgentsWorker::start(root, options).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

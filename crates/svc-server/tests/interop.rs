@@ -335,3 +335,46 @@ fn python_caller_and_browser_responder_with_default_options() {
     let [_, browser] = run_pair("python-browser-default", Client::Python("0"), Client::Browser("default"));
     assert_v1_fallback(&browser);
 }
+
+/// LiveKit's agent dispatch on `svc serve` itself: a LiveKit Agents worker (PyPI `livekit-agents`,
+/// its own venv) registers at `/room/agent`, the PyPI server SDK (tests/interop/py/agent_dispatch.py)
+/// dispatches it at the room URL and through a join token's `roomConfig`, and its agents join.
+#[test]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+fn a_livekit_agents_worker_on_svc_serve_takes_dispatched_jobs() {
+    // The room key every `svc` these tests start uses.
+    const KEY: &str = support::ROOM_API_KEY;
+    const SECRET: &str = support::ROOM_API_SECRET;
+    let _one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let harness = Harness::locate();
+    let dir = harness.run_dir("agents-on-serve");
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_in(dir.join("svc.log"), data.path(), "127.0.0.1:0", |_| {});
+    let url = server.url();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let options = svc_testkit::agents_worker::WorkerOptions {
+        url: &url,
+        key: KEY,
+        secret: SECRET,
+        agent_name: "helper",
+        label: "serve",
+        voice_base_url: None,
+    };
+    let _worker = runtime.block_on(svc_testkit::agents_worker::AgentsWorker::start(&harness.repo, options));
+    let output = Command::new(&harness.python)
+        .arg(harness.repo.join("tests/interop/py/agent_dispatch.py"))
+        .args(["--url", &url, "--key", KEY, "--secret", SECRET, "--agent-name", "helper", "--rooms", "serve-room"])
+        .output()
+        .expect("the script runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}\n{}", String::from_utf8_lossy(&output.stderr), server.log_tail(40));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    let jobs = report["listed"]["serve-room"].as_array().expect("jobs");
+    assert_eq!(jobs.len(), 1, "{report}");
+    // JobStatus.JS_RUNNING = 1, under the identity the worker chose.
+    assert_eq!(jobs[0]["status"], 1, "{report}");
+    assert!(jobs[0]["identity"].as_str().is_some_and(|identity| identity.starts_with("agent-serve-")), "{report}");
+    assert_eq!(report["deleted"], report["created"]["serve-room"]["id"]);
+    assert!(report["room_config"]["agent"].as_str().is_some_and(|identity| identity.starts_with("agent-serve-")));
+    assert_eq!(report["errors"]["wrong_secret"]["code"], "unauthenticated");
+}

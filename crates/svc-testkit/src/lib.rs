@@ -50,6 +50,7 @@
 //! for seed in $(seq 1 20); do echo "seed $seed: $(SVC_FAKE_WIRE_SEED=$seed cargo test -p svc-provider --no-fail-fast --test gemini --test openai_realtime --test xai --test gpt_live 2>&1 | grep -E '^test .* FAILED$' | tr '\n' ' ')"; done
 //! ```
 
+pub mod agents_worker;
 mod gemini;
 mod live;
 mod realtime;
