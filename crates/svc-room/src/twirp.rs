@@ -21,6 +21,7 @@ use prost::Message;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::agents::dispatcher::MAX_DISPATCHES_PER_ROOM;
 use crate::core::{AdminAnswer, AdminCommand, AdminError, RoomOptions};
 use crate::model::LeaveReason;
 use crate::server::RoomServer;
@@ -61,6 +62,7 @@ impl TwirpError {
             "permission_denied" => StatusCode::FORBIDDEN,
             "not_found" | "bad_route" => StatusCode::NOT_FOUND,
             "already_exists" => StatusCode::CONFLICT,
+            "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
             "unimplemented" => StatusCode::NOT_IMPLEMENTED,
             "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -170,8 +172,13 @@ async fn dispatch_service(
                 .await
                 .map_err(|error| TwirpError::new("unavailable", error.to_string()))?
                 .room;
-            let created = dispatch.create(room, request).await.ok_or_else(gone)?;
-            Ok(encoding.answer(&created))
+            match dispatch.create(room, request).await.ok_or_else(gone)? {
+                Some(created) => Ok(encoding.answer(&created)),
+                None => Err(TwirpError::new(
+                    "resource_exhausted",
+                    format!("a room holds at most {MAX_DISPATCHES_PER_ROOM} dispatches"),
+                )),
+            }
         }
         "DeleteDispatch" => {
             let request: proto::DeleteAgentDispatchRequest = encoding.decode(body)?;

@@ -24,6 +24,10 @@ use crate::ids::Ids;
 /// How long a worker has to answer an availability request (LiveKit's `AssignJobTimeout`).
 pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Dispatches one room may hold (each keeps its jobs' history while the room is open): the
+/// server API cannot grow a room's bookkeeping without bound.
+pub(crate) const MAX_DISPATCHES_PER_ROOM: usize = 100;
+
 /// The attribute LiveKit gives an agent's participant: the worker's `agent_name`.
 pub(crate) const AGENT_NAME_ATTRIBUTE: &str = "lk.agent_name";
 
@@ -192,8 +196,10 @@ impl Dispatcher {
     /// A room opened: the dispatches it was created with, and automatic dispatch.
     pub(crate) fn room_opened(&mut self, now: Instant, room: proto::Room, agents: &[proto::RoomAgentDispatch]) {
         self.rooms.entry(room.name.clone()).or_insert_with(|| (room.clone(), Vec::new()));
-        // Automatic dispatch: the workers without an agent name each get the room once.
-        self.dispatch(now, &room.name, String::new(), String::new(), HashMap::new());
+        // Automatic dispatch, when there are workers without an agent name: one job for the room.
+        if self.workers.values().any(|worker| worker.agent_name.is_empty()) {
+            self.dispatch(now, &room.name, String::new(), String::new(), HashMap::new());
+        }
         for agent in agents {
             self.dispatch(now, &room.name, agent.agent_name.clone(), agent.metadata.clone(), agent.attributes.clone());
         }
@@ -209,15 +215,19 @@ impl Dispatcher {
         }
     }
 
-    /// `AgentDispatchService.CreateDispatch` in an open room (`room` is its info).
+    /// `AgentDispatchService.CreateDispatch` in an open room (`room` is its info); `None` when
+    /// the room holds [`MAX_DISPATCHES_PER_ROOM`] already.
     pub(crate) fn create_dispatch(
         &mut self,
         now: Instant,
         room: proto::Room,
         request: proto::CreateAgentDispatchRequest,
-    ) -> proto::AgentDispatch {
-        self.rooms.entry(room.name.clone()).or_insert_with(|| (room.clone(), Vec::new()));
-        self.dispatch(now, &room.name, request.agent_name, request.metadata, request.attributes).unwrap_or_default()
+    ) -> Option<proto::AgentDispatch> {
+        let (_, dispatches) = self.rooms.entry(room.name.clone()).or_insert_with(|| (room.clone(), Vec::new()));
+        if dispatches.len() >= MAX_DISPATCHES_PER_ROOM {
+            return None;
+        }
+        self.dispatch(now, &room.name, request.agent_name, request.metadata, request.attributes)
     }
 
     /// `AgentDispatchService.DeleteDispatch`: the dispatch goes, its running jobs are terminated.
@@ -275,8 +285,7 @@ impl Dispatcher {
         }
     }
 
-    /// Creates a dispatch and its job in `room` and offers the job (none for automatic dispatch
-    /// when no worker takes it: automatic dispatch exists only for the workers there are).
+    /// Creates a dispatch and its job in the open `room` and offers the job.
     fn dispatch(
         &mut self,
         now: Instant,
@@ -285,10 +294,6 @@ impl Dispatcher {
         metadata: String,
         attributes: HashMap<String, String>,
     ) -> Option<proto::AgentDispatch> {
-        let automatic = agent_name.is_empty();
-        if automatic && !self.workers.values().any(|worker| worker.agent_name.is_empty()) {
-            return None;
-        }
         let (room_info, dispatches) = self.rooms.get_mut(room)?;
         let dispatch = proto::AgentDispatch {
             id: self.ids.prefixed("AD_"),

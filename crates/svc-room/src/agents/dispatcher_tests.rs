@@ -35,7 +35,7 @@ fn create(dispatcher: &mut Dispatcher, now: Instant, room_name: &str, agent_name
         metadata: "job metadata".to_owned(),
         ..Default::default()
     };
-    dispatcher.create_dispatch(now, room(room_name), request)
+    dispatcher.create_dispatch(now, room(room_name), request).expect("room for a dispatch")
 }
 
 /// Every output so far, drained.
@@ -194,6 +194,18 @@ fn deleting_a_dispatch_terminates_its_job_and_a_closed_room_forgets_its_dispatch
     dispatcher.room_closed("room-b");
     assert!(dispatcher.list("room-b", "").is_empty());
     assert_eq!(dispatcher.poll_timeout(), None, "its pending offer is gone too");
+}
+
+#[test]
+fn a_room_holds_a_bounded_number_of_dispatches() {
+    let now = Instant::now();
+    let mut dispatcher = dispatcher();
+    for _ in 0..MAX_DISPATCHES_PER_ROOM {
+        create(&mut dispatcher, now, "busy", "helper");
+    }
+    let request = proto::CreateAgentDispatchRequest { agent_name: "helper".to_owned(), ..Default::default() };
+    assert_eq!(dispatcher.create_dispatch(now, room("busy"), request.clone()), None);
+    assert!(dispatcher.create_dispatch(now, room("quiet"), request).is_some(), "another room is not affected");
 }
 
 #[test]

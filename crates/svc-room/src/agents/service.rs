@@ -49,7 +49,7 @@ pub(crate) enum Command {
     Create {
         room: proto::Room,
         request: proto::CreateAgentDispatchRequest,
-        reply: oneshot::Sender<proto::AgentDispatch>,
+        reply: oneshot::Sender<Option<proto::AgentDispatch>>,
     },
     Delete {
         room: String,
@@ -128,7 +128,7 @@ impl AgentDispatch {
         &self,
         room: proto::Room,
         request: proto::CreateAgentDispatchRequest,
-    ) -> Option<proto::AgentDispatch> {
+    ) -> Option<Option<proto::AgentDispatch>> {
         self.ask(|reply| Command::Create { room, request, reply }).await
     }
 
