@@ -114,6 +114,8 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-room/src/rtc.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/ids.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/model.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    // Agent dispatch's state machine; its task and socket are `service.rs` and `socket.rs`.
+    ("svc-room/src/agents/dispatcher.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     // The provider interface is types: no IO at all; the running provider's handle holds the
     // channels' ends (tokio's types) but starts no task.
     ("svc-provider-core/src/", &[Clock, Tokio, Spawn, Sockets, Files, Http], &["svc-provider-core/src/session.rs"]),
