@@ -187,6 +187,23 @@ impl RoomCredentials {
         })
     }
 
+    /// A token carrying `grant` and no identity, valid until `expires_at` (epoch seconds): what a
+    /// server API caller (`roomCreate`, `roomAdmin`, …) or an agent worker (`agent`) presents.
+    pub fn grant_token(&self, grant: RoomGrant, expires_at: i64) -> Result<String, RoomTokenError> {
+        self.mint(RoomToken {
+            iss: String::new(),
+            sub: String::new(),
+            nbf: None,
+            exp: expires_at,
+            name: None,
+            kind: None,
+            metadata: None,
+            attributes: BTreeMap::new(),
+            video: grant,
+            room_config: None,
+        })
+    }
+
     /// Verifies a token signed with this key (HS256 only, `exp` required, 60 s leeway).
     pub fn verify(&self, token: &str) -> Result<RoomToken, RoomTokenError> {
         let claims = self.verify_signed(token)?;

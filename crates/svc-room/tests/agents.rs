@@ -20,24 +20,6 @@ mod support;
 const KEY: &str = "agents-key";
 const SECRET: &str = "agents-secret-0123456789abcdefghijkl";
 
-fn token(credentials: &svc_room::RoomCredentials, grant: RoomGrant) -> String {
-    let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() + 600;
-    credentials
-        .mint(svc_room::RoomToken {
-            iss: String::new(),
-            sub: String::new(),
-            nbf: None,
-            exp: i64::try_from(expires).expect("seconds"),
-            name: None,
-            kind: None,
-            metadata: None,
-            attributes: std::collections::BTreeMap::new(),
-            video: grant,
-            room_config: None,
-        })
-        .expect("mint")
-}
-
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Connects to `/agent` with `bearer` (if any): the socket, or the HTTP status it was refused with.
@@ -59,7 +41,7 @@ fn worker_message(message: proto::worker_message::Message) -> Message {
 
 /// A worker that registers for `agent_name`, says it is idle, and never answers an offer.
 async fn silent_worker(started: &support::TestRoom, agent_name: &str) -> (Socket, String) {
-    let bearer = token(&started.credentials, RoomGrant { agent: true, ..RoomGrant::default() });
+    let bearer = support::grant_token(&started.credentials, RoomGrant { agent: true, ..RoomGrant::default() });
     let mut socket = connect_worker(&started.url(), Some(&bearer)).await.expect("the worker connects");
     let register = proto::RegisterWorkerRequest {
         r#type: proto::JobType::JtRoom as i32,
@@ -130,14 +112,7 @@ async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker
         "--rooms",
         &rooms.join(","),
     ]);
-    let output = tokio::time::timeout(Duration::from_secs(90), script.kill_on_drop(true).output())
-        .await
-        .expect("the script finishes")
-        .expect("the script runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
-    eprintln!("{report:#}");
+    let report = support::run_report(script, Duration::from_secs(90)).await;
 
     let mut by_worker = std::collections::BTreeMap::<String, usize>::new();
     for (index, room) in rooms.iter().enumerate() {
@@ -225,14 +200,7 @@ async fn a_livekit_agents_voice_agent_on_the_openai_realtime_plugin_holds_a_spok
         "--speech",
         root.join("target/interop/audio/caller.wav").to_str().expect("path"),
     ]);
-    let output = tokio::time::timeout(Duration::from_secs(120), script.kill_on_drop(true).output())
-        .await
-        .expect("the user finishes")
-        .expect("the user runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
-    eprintln!("{report:#}");
+    let report = support::run_report(script, Duration::from_secs(120)).await;
 
     let identity = report["agent"]["identity"].as_str().expect("the agent joined");
     assert!(identity.starts_with("agent-v-AJ_"), "{identity}");
@@ -260,14 +228,17 @@ async fn a_livekit_agents_voice_agent_on_the_openai_realtime_plugin_holds_a_spok
 async fn the_agent_endpoint_wants_the_agent_grant_and_a_registration_first() {
     let started = support::start(KEY, SECRET, RoomServerConfig::default()).await;
     assert_eq!(connect_worker(&started.url(), None).await.err(), Some(401));
-    let joiner = token(&started.credentials, RoomGrant { room_join: true, room: "r".into(), ..RoomGrant::default() });
+    let joiner = support::grant_token(
+        &started.credentials,
+        RoomGrant { room_join: true, room: "r".into(), ..RoomGrant::default() },
+    );
     assert_eq!(connect_worker(&started.url(), Some(&joiner)).await.err(), Some(403));
     let foreign = svc_room::RoomCredentials::new(KEY, "another-secret-0123456789abcdefghijkl");
-    let forged = token(&foreign, RoomGrant { agent: true, ..RoomGrant::default() });
+    let forged = support::grant_token(&foreign, RoomGrant { agent: true, ..RoomGrant::default() });
     assert_eq!(connect_worker(&started.url(), Some(&forged)).await.err(), Some(401));
 
     // A status update before registering: the connection is closed with a reason.
-    let bearer = token(&started.credentials, RoomGrant { agent: true, ..RoomGrant::default() });
+    let bearer = support::grant_token(&started.credentials, RoomGrant { agent: true, ..RoomGrant::default() });
     let mut socket = connect_worker(&started.url(), Some(&bearer)).await.expect("connects");
     let update = proto::UpdateWorkerStatus::default();
     socket.send(worker_message(proto::worker_message::Message::UpdateWorker(update))).await.expect("send");

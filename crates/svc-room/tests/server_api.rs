@@ -34,7 +34,7 @@ async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
         "--secret",
         SECRET,
     ]);
-    let report = run_report(script).await;
+    let report = support::run_report(script, Duration::from_secs(60)).await;
 
     let created = &report["created"];
     assert_eq!(created["name"], "sdk-room");
@@ -102,19 +102,6 @@ async fn join_agent(room: &svc_room::RoomServer) -> svc_room::LocalParticipant {
     room.join_local("session-room", options).await.expect("the agent joins")
 }
 
-/// Runs an SDK script and returns the JSON report it prints last.
-async fn run_report(mut script: tokio::process::Command) -> Value {
-    let output = tokio::time::timeout(Duration::from_secs(60), script.kill_on_drop(true).output())
-        .await
-        .expect("the script finishes")
-        .expect("the script runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
-    eprintln!("{report:#}");
-    report
-}
-
 /// One HTTP/1.1 request on a fresh connection; the status and the body.
 async fn post(
     http: std::net::SocketAddr,
@@ -172,24 +159,6 @@ async fn exchange(http: std::net::SocketAddr, head: &str, body: &[u8]) -> (u16, 
     }
 }
 
-fn token(credentials: &svc_room::RoomCredentials, grant: svc_room::RoomGrant) -> String {
-    let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() + 600;
-    credentials
-        .mint(svc_room::RoomToken {
-            iss: String::new(),
-            sub: String::new(),
-            nbf: None,
-            exp: i64::try_from(expires).expect("seconds"),
-            name: None,
-            kind: None,
-            metadata: None,
-            attributes: std::collections::BTreeMap::new(),
-            video: grant,
-            room_config: None,
-        })
-        .expect("mint")
-}
-
 fn twirp_error(body: &[u8]) -> String {
     let value: Value = serde_json::from_slice(body).expect("a Twirp error is JSON");
     assert!(value["msg"].as_str().is_some_and(|msg| !msg.is_empty()), "{value}");
@@ -202,10 +171,10 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
     let (http, credentials) = (started.http, &started.credentials);
     let rooms = "/room/twirp/livekit.RoomService/ListRooms";
-    let lister = token(credentials, RoomGrant { room_list: true, ..RoomGrant::default() });
+    let lister = support::grant_token(credentials, RoomGrant { room_list: true, ..RoomGrant::default() });
 
     // JSON in, JSON out (protojson field names).
-    let create = token(credentials, RoomGrant { room_create: true, ..RoomGrant::default() });
+    let create = support::grant_token(credentials, RoomGrant { room_create: true, ..RoomGrant::default() });
     let (status, body) = post(
         http,
         "/room/twirp/livekit.RoomService/CreateRoom",
@@ -225,10 +194,14 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     // Authentication and grants.
     let (status, body) = post(http, rooms, "application/json", None, b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (401, "unauthenticated"));
-    let joiner = token(credentials, RoomGrant { room_join: true, room: "json-room".into(), ..RoomGrant::default() });
+    let joiner = support::grant_token(
+        credentials,
+        RoomGrant { room_join: true, room: "json-room".into(), ..RoomGrant::default() },
+    );
     let (status, body) = post(http, rooms, "application/json", Some(&joiner), b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (403, "permission_denied"));
-    let other_admin = token(credentials, RoomGrant { room_admin: true, room: "other".into(), ..RoomGrant::default() });
+    let other_admin =
+        support::grant_token(credentials, RoomGrant { room_admin: true, room: "other".into(), ..RoomGrant::default() });
     let (status, body) = post(
         http,
         "/room/twirp/livekit.RoomService/ListParticipants",
@@ -270,7 +243,7 @@ async fn the_node_server_sdk_manages_rooms_and_the_agent_sees_its_changes() {
     let mut agent = join_agent(&started.room).await;
     let mut script = tokio::process::Command::new("node");
     script.arg(web.join("server_api.mjs")).args([&started.url(), KEY, SECRET]).current_dir(&web);
-    let report = run_report(script).await;
+    let report = support::run_report(script, Duration::from_secs(60)).await;
 
     assert_eq!(
         report["created"],

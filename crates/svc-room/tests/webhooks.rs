@@ -177,11 +177,7 @@ async fn the_server_sdks_receivers_verify_every_webhook_of_a_room_the_sdk_drove(
         "--secret",
         SECRET,
     ]);
-    let output = tokio::time::timeout(Duration::from_secs(60), script.kill_on_drop(true).output())
-        .await
-        .expect("the script finishes")
-        .expect("the script runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    support::run_report(script, Duration::from_secs(60)).await;
     let hooks = receiver.wait_for("ok", room_finished("sdk-room")).await;
 
     let mut verify = tokio::process::Command::new(&python);

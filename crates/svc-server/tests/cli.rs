@@ -418,20 +418,8 @@ async fn serve_posts_room_webhooks_to_the_configured_urls() {
     let config = svc_server::Config::for_tests(dir.path(), svc_server::config::Database::parse(&url).expect("url"));
     let room_key = svc_server::AppState::with_store(config, store).await.expect("app").room.clone();
     let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() + 600;
-    let token = room_key
-        .mint(svc_room::RoomToken {
-            iss: String::new(),
-            sub: String::new(),
-            nbf: None,
-            exp: i64::try_from(expires).expect("seconds"),
-            name: None,
-            kind: None,
-            metadata: None,
-            attributes: std::collections::BTreeMap::new(),
-            video: svc_room::RoomGrant { room_create: true, ..svc_room::RoomGrant::default() },
-            room_config: None,
-        })
-        .expect("mint");
+    let grant = svc_room::RoomGrant { room_create: true, ..svc_room::RoomGrant::default() };
+    let token = room_key.grant_token(grant, i64::try_from(expires).expect("seconds")).expect("mint");
     let post = |method: &str, body: &str| {
         let mut stream = TcpStream::connect(&server.addr).expect("connect");
         stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");

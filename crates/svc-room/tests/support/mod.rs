@@ -66,3 +66,24 @@ pub async fn start(key: &str, secret: &str, config: RoomServerConfig) -> TestRoo
     });
     TestRoom { room, http, credentials }
 }
+
+/// A token with `grant` and no identity, valid ten minutes.
+#[allow(dead_code)]
+pub fn grant_token(credentials: &RoomCredentials, grant: svc_room::RoomGrant) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
+    credentials.grant_token(grant, i64::try_from(now + 600).expect("seconds")).expect("mint")
+}
+
+/// Runs an SDK script (within `limit`) and returns the JSON report it prints last.
+#[allow(dead_code)]
+pub async fn run_report(mut script: tokio::process::Command, limit: Duration) -> serde_json::Value {
+    let output = tokio::time::timeout(limit, script.kill_on_drop(true).output())
+        .await
+        .expect("the script finishes")
+        .expect("the script runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    eprintln!("{report:#}");
+    report
+}
