@@ -15,6 +15,7 @@ use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::AgentDispatch;
 use crate::core::{
     AdminAnswer, AdminCommand, AdminError, CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole,
     RoomCore, RoomDescription,
@@ -116,6 +117,8 @@ pub(crate) struct RoomActor {
     pub(crate) core: RoomCore,
     /// Where the core's webhook events go (none configured: the core builds none).
     pub(crate) webhooks: Option<Arc<Webhooks>>,
+    /// Agent dispatch, told when an agent leaves.
+    pub(crate) dispatch: AgentDispatch,
     pub(crate) commands: mpsc::Receiver<RoomCommand>,
     pub(crate) sender: mpsc::Sender<RoomCommand>,
     /// In-process participants' posts; the room keeps a sender, so this never ends.
@@ -331,6 +334,7 @@ impl RoomActor {
                             webhooks.notify(*event);
                         }
                     }
+                    CoreOutput::AgentLeft { identity } => self.dispatch.agent_left(&self.name, &identity),
                 }
             }
             if too_slow.is_empty() {

@@ -286,6 +286,7 @@ impl RoomServer {
             name: name.to_owned(),
             core,
             webhooks: self.inner.webhooks.clone(),
+            dispatch: dispatch.clone(),
             commands,
             sender: sender.clone(),
             posts,

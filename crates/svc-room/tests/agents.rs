@@ -224,6 +224,63 @@ async fn a_livekit_agents_voice_agent_on_the_openai_realtime_plugin_holds_a_spok
     started.room.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn the_job_of_a_livekit_agents_worker_that_dies_is_taken_by_another() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let started = support::start(KEY, SECRET, RoomServerConfig::default()).await;
+    let first = livekit_agents_worker(&root, &started.url(), "first", "helper", None).await;
+    let options = LocalJoinOptions {
+        identity: "observer".into(),
+        name: "Observer".into(),
+        kind: ParticipantKind::Standard,
+        metadata: String::new(),
+        attributes: std::collections::BTreeMap::new(),
+    };
+    let mut observer = started.room.join_local("orphan-room", options).await.expect("the observer joins");
+    let admin = support::grant_token(
+        &started.credentials,
+        RoomGrant { room_admin: true, room: "orphan-room".into(), ..RoomGrant::default() },
+    );
+    let (status, body) = support::post(
+        started.http,
+        "/room/twirp/livekit.AgentDispatchService/CreateDispatch",
+        "application/json",
+        Some(&admin),
+        br#"{"room":"orphan-room","agentName":"helper"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+
+    // Waits for the observer to see `wanted` about an agent; the agent's identity.
+    async fn next_agent(observer: &mut svc_room::LocalParticipant, joined: bool) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match tokio::time::timeout_at(deadline, observer.next_event()).await {
+                Ok(Some(RoomEvent::ParticipantJoined(participant)))
+                    if joined && participant.kind == ParticipantKind::Agent =>
+                {
+                    return participant.identity;
+                }
+                Ok(Some(RoomEvent::ParticipantLeft { identity, .. })) if !joined && identity.starts_with("agent-") => {
+                    return identity;
+                }
+                Ok(Some(_)) => {}
+                other => panic!("no agent {}: {other:?}", if joined { "joined" } else { "left" }),
+            }
+        }
+    }
+    let original = next_agent(&mut observer, true).await;
+    assert!(original.starts_with("agent-first-"), "{original}");
+    let _second = livekit_agents_worker(&root, &started.url(), "second", "helper", None).await;
+    // The first worker dies with its job: its agent drops out, and the job goes to the other.
+    drop(first);
+    assert_eq!(next_agent(&mut observer, false).await, original);
+    let replacement = next_agent(&mut observer, true).await;
+    assert!(replacement.starts_with("agent-second-"), "{replacement}");
+    started.room.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_agent_endpoint_wants_the_agent_grant_and_a_registration_first() {
     let started = support::start(KEY, SECRET, RoomServerConfig::default()).await;

@@ -102,22 +102,6 @@ async fn join_agent(room: &svc_room::RoomServer) -> svc_room::LocalParticipant {
     room.join_local("session-room", options).await.expect("the agent joins")
 }
 
-/// One HTTP/1.1 request on a fresh connection; the status and the body.
-async fn post(
-    http: std::net::SocketAddr,
-    path: &str,
-    content_type: &str,
-    token: Option<&str>,
-    body: &[u8],
-) -> (u16, Vec<u8>) {
-    let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: room\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\n\r\n",
-        body.len()
-    );
-    exchange(http, &head, body).await
-}
-
 /// A request that announces 2 MiB and sends one byte past the 1 MiB limit, all of which the
 /// server reads before it answers (so it closes cleanly, without unread bytes that would reset
 /// the connection mid-write).
@@ -127,36 +111,7 @@ async fn over_the_limit(http: std::net::SocketAddr, path: &str, token: &str) -> 
          Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
         2 * 1024 * 1024
     );
-    exchange(http, &head, &vec![b' '; 1024 * 1024 + 1]).await
-}
-
-/// Writes `head` and `body` on a fresh connection and reads the answer: its status and the body
-/// its `Content-Length` announces.
-async fn exchange(http: std::net::SocketAddr, head: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(http).await.expect("connect");
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body).await.expect("write");
-    let mut response = Vec::new();
-    let mut buffer = [0_u8; 4096];
-    loop {
-        let read = stream.read(&mut buffer).await.expect("read");
-        response.extend_from_slice(&buffer[..read]);
-        let Some(split) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
-            assert!(read > 0, "the connection closed before an answer: {}", String::from_utf8_lossy(&response));
-            continue;
-        };
-        let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
-        let length: usize = head
-            .lines()
-            .find_map(|line| line.strip_prefix("content-length:"))
-            .and_then(|value| value.trim().parse().ok())
-            .expect("a content length");
-        if read == 0 || response.len() >= split + 4 + length {
-            let status = String::from_utf8_lossy(&response[9..12]).parse().expect("a status");
-            return (status, response[split + 4..(split + 4 + length).min(response.len())].to_vec());
-        }
-    }
+    support::exchange(http, &head, &vec![b' '; 1024 * 1024 + 1]).await
 }
 
 fn twirp_error(body: &[u8]) -> String {
@@ -175,7 +130,7 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
 
     // JSON in, JSON out (protojson field names).
     let create = support::grant_token(credentials, RoomGrant { room_create: true, ..RoomGrant::default() });
-    let (status, body) = post(
+    let (status, body) = support::post(
         http,
         "/room/twirp/livekit.RoomService/CreateRoom",
         "application/json",
@@ -186,23 +141,23 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let room: Value = serde_json::from_slice(&body).expect("JSON");
     assert_eq!((room["name"].as_str(), room["emptyTimeout"].as_u64()), (Some("json-room"), Some(30)), "{room}");
-    let (status, body) = post(http, rooms, "application/json", Some(&lister), b"").await;
+    let (status, body) = support::post(http, rooms, "application/json", Some(&lister), b"").await;
     assert_eq!(status, 200);
     let listed: Value = serde_json::from_slice(&body).expect("JSON");
     assert_eq!(listed["rooms"][0]["name"], "json-room", "{listed}");
 
     // Authentication and grants.
-    let (status, body) = post(http, rooms, "application/json", None, b"{}").await;
+    let (status, body) = support::post(http, rooms, "application/json", None, b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (401, "unauthenticated"));
     let joiner = support::grant_token(
         credentials,
         RoomGrant { room_join: true, room: "json-room".into(), ..RoomGrant::default() },
     );
-    let (status, body) = post(http, rooms, "application/json", Some(&joiner), b"{}").await;
+    let (status, body) = support::post(http, rooms, "application/json", Some(&joiner), b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (403, "permission_denied"));
     let other_admin =
         support::grant_token(credentials, RoomGrant { room_admin: true, room: "other".into(), ..RoomGrant::default() });
-    let (status, body) = post(
+    let (status, body) = support::post(
         http,
         "/room/twirp/livekit.RoomService/ListParticipants",
         "application/json",
@@ -213,17 +168,17 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     assert_eq!((status, twirp_error(&body).as_str()), (403, "permission_denied"));
 
     // Bodies and routes.
-    let (status, body) = post(http, rooms, "application/protobuf", Some(&lister), &[0xff, 0xff, 0xff]).await;
+    let (status, body) = support::post(http, rooms, "application/protobuf", Some(&lister), &[0xff, 0xff, 0xff]).await;
     assert_eq!((status, twirp_error(&body).as_str()), (400, "malformed"));
-    let (status, body) = post(http, rooms, "application/json", Some(&lister), b"{\"names\": 3}").await;
+    let (status, body) = support::post(http, rooms, "application/json", Some(&lister), b"{\"names\": 3}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (400, "malformed"));
-    let (status, body) = post(http, rooms, "text/plain", Some(&lister), b"{}").await;
+    let (status, body) = support::post(http, rooms, "text/plain", Some(&lister), b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (404, "bad_route"));
     let (status, body) =
-        post(http, "/room/twirp/livekit.RoomService/Teleport", "application/json", Some(&lister), b"{}").await;
+        support::post(http, "/room/twirp/livekit.RoomService/Teleport", "application/json", Some(&lister), b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (501, "unimplemented"));
     let (status, body) =
-        post(http, "/room/twirp/livekit.Nothing/ListRooms", "application/json", Some(&lister), b"{}").await;
+        support::post(http, "/room/twirp/livekit.Nothing/ListRooms", "application/json", Some(&lister), b"{}").await;
     assert_eq!((status, twirp_error(&body).as_str()), (404, "bad_route"));
     // Over the 1 MiB body limit: refused before it is decoded, as a Twirp error.
     let (status, body) = over_the_limit(http, rooms, &lister).await;

@@ -6,7 +6,8 @@
 //! for [`ANSWER_TIMEOUT`], is passed over for the next. The choice among workers is by load: the
 //! least loaded of those that report themselves available (a worker marks itself full past its
 //! own threshold), ties to the one offered fewest jobs since its last report, so a burst spreads
-//! before new loads arrive. A job no worker can take waits for one to register or free up.
+//! before new loads arrive. A job no worker can take waits for one to register or free up. A job
+//! whose worker died is offered again (`resuming`) once its agent has left the room as well.
 //!
 //! The shell (`super::service`) feeds it worker messages, API calls, room openings and closings
 //! and time, and carries out [`DispatchOutput`]s: messages to workers, and assignments, whose
@@ -84,6 +85,12 @@ struct Job {
     offer: Option<Offer>,
     /// Assigned to this worker.
     worker: Option<String>,
+    /// The assigned worker's connection is gone.
+    worker_lost: bool,
+    /// The job's agent has left its room.
+    agent_left: bool,
+    /// Offered again after its worker died: offers say `resuming`.
+    resuming: bool,
 }
 
 /// The dispatcher.
@@ -174,23 +181,55 @@ impl Dispatcher {
         }
     }
 
-    /// A worker's connection ended: what it was asked goes to another, what it ran has failed.
+    /// A worker's connection ended: what it was asked goes to another; a job it ran is
+    /// dispatched again once its agent has left the room too (a worker that only lost its
+    /// connection keeps its agent in the room, and a second agent would join beside it).
     pub(crate) fn worker_gone(&mut self, now: Instant, worker: &str) {
         self.workers.remove(worker);
-        let mut failed = Vec::new();
-        for (id, job) in &mut self.jobs {
+        for job in self.jobs.values_mut() {
             if job.offer.as_ref().is_some_and(|offer| offer.worker == worker) {
                 job.offer = None;
                 job.passed_over.insert(worker.to_owned());
             }
             if job.worker.as_deref() == Some(worker) {
-                failed.push(id.clone());
+                job.worker_lost = true;
+                job.passed_over.insert(worker.to_owned());
             }
         }
-        for id in failed {
-            self.end_job(&id, proto::JobStatus::JsFailed, "the agent worker went away");
-        }
+        self.redispatch_orphans();
         self.offer_waiting_jobs(now);
+    }
+
+    /// An agent participant left `room`: if a job's worker is gone too, the job is dispatched
+    /// again (LiveKit's recovery from a dead worker).
+    pub(crate) fn agent_left(&mut self, now: Instant, room: &str, identity: &str) {
+        for job in self.jobs.values_mut() {
+            let state = job.proto.state.as_ref();
+            if job.worker.is_some()
+                && job.room_name() == room
+                && state.is_some_and(|s| s.participant_identity == identity)
+            {
+                job.agent_left = true;
+            }
+        }
+        self.redispatch_orphans();
+        self.offer_waiting_jobs(now);
+    }
+
+    /// Jobs whose worker and agent are both gone wait for an offer again.
+    fn redispatch_orphans(&mut self) {
+        for job in self.jobs.values_mut().filter(|job| job.worker_lost && job.agent_left) {
+            tracing::info!(job = %job.proto.id, room = job.room_name(), "agent worker died: dispatching its job again");
+            job.worker = None;
+            job.worker_lost = false;
+            job.agent_left = false;
+            job.resuming = true;
+            if let Some(state) = job.proto.state.as_mut() {
+                state.status = proto::JobStatus::JsPending as i32;
+                state.participant_identity.clear();
+                state.worker_id.clear();
+            }
+        }
     }
 
     /// A room opened: the dispatches it was created with, and automatic dispatch.
@@ -316,7 +355,16 @@ impl Dispatcher {
             ..Default::default()
         };
         dispatches.push(dispatch.clone());
-        self.jobs.insert(job.id.clone(), Job { proto: job, passed_over: HashSet::new(), offer: None, worker: None });
+        let job = Job {
+            proto: job,
+            passed_over: HashSet::new(),
+            offer: None,
+            worker: None,
+            worker_lost: false,
+            agent_left: false,
+            resuming: false,
+        };
+        self.jobs.insert(job.proto.id.clone(), job);
         self.offer_waiting_jobs(now);
         Some(dispatch)
     }
@@ -337,7 +385,7 @@ impl Dispatcher {
             if let Some(entry) = self.workers.get_mut(&worker) {
                 entry.offered_since_report += 1;
             }
-            let request = proto::AvailabilityRequest { job: Some(job.proto.clone()), resuming: false };
+            let request = proto::AvailabilityRequest { job: Some(job.proto.clone()), resuming: job.resuming };
             self.outputs.push_back(DispatchOutput::Send { worker, message: ServerMessage::Availability(request) });
         }
     }

@@ -227,3 +227,39 @@ fn workers_without_an_agent_name_get_every_room_and_a_lost_worker_hands_its_offe
     let other = if automatic == first { second } else { first };
     assert_eq!(offers(&outputs(&mut dispatcher)), [(other, job)]);
 }
+
+#[test]
+fn a_dead_workers_job_is_offered_again_once_its_agent_has_left_too() {
+    let now = Instant::now();
+    let mut dispatcher = dispatcher();
+    let first = register(&mut dispatcher, now, "helper");
+    create(&mut dispatcher, now, "room-a", "helper");
+    let (_, job) = offers(&outputs(&mut dispatcher))[0].clone();
+    dispatcher.handle_message(now, &first, answer(true, &job, "agent-one"));
+    outputs(&mut dispatcher);
+    let second = register(&mut dispatcher, now, "helper");
+
+    // Its agent leaves while the worker lives: the worker reports the job's end, nothing else.
+    dispatcher.agent_left(now, "room-a", "agent-one");
+    assert!(outputs(&mut dispatcher).is_empty());
+    // The worker's connection drops with its agent gone: the job goes to the other worker.
+    dispatcher.worker_gone(now, &first);
+    let again = outputs(&mut dispatcher);
+    let resumed = again.iter().find_map(|output| match output {
+        DispatchOutput::Send { worker, message: ServerMessage::Availability(request) } => Some((worker, request)),
+        _ => None,
+    });
+    let (to, request) = resumed.expect("offered again");
+    assert_eq!((to, request.resuming), (&second, true));
+    assert_eq!(request.job.as_ref().map(|job| job.id.as_str()), Some(job.as_str()));
+
+    // The other order: a worker gone whose agent is still in the room keeps the job until the
+    // agent leaves (a worker that only lost its connection must not get a second agent in).
+    dispatcher.handle_message(now, &second, answer(true, &job, "agent-two"));
+    outputs(&mut dispatcher);
+    let third = register(&mut dispatcher, now, "helper");
+    dispatcher.worker_gone(now, &second);
+    assert!(offers(&outputs(&mut dispatcher)).is_empty(), "its agent is still in the room");
+    dispatcher.agent_left(now, "room-a", "agent-two");
+    assert_eq!(offers(&outputs(&mut dispatcher)), [(third, job)]);
+}

@@ -46,6 +46,10 @@ pub(crate) enum Command {
     RoomClosed {
         room: String,
     },
+    AgentLeft {
+        room: String,
+        identity: String,
+    },
     Create {
         room: proto::Room,
         request: proto::CreateAgentDispatchRequest,
@@ -114,6 +118,14 @@ impl AgentDispatch {
     pub(crate) fn room_opened(&self, room: proto::Room, agents: Vec<proto::RoomAgentDispatch>) {
         if self.commands.try_send(Command::RoomOpened { room, agents }).is_err() {
             tracing::warn!("agent dispatch is behind: a room's opening was not seen");
+        }
+    }
+
+    /// An agent participant left a room (as above).
+    pub(crate) fn agent_left(&self, room: &str, identity: &str) {
+        let command = Command::AgentLeft { room: room.to_owned(), identity: identity.to_owned() };
+        if self.commands.try_send(command).is_err() {
+            tracing::warn!("agent dispatch is behind: an agent's leaving was not seen");
         }
     }
 
@@ -196,6 +208,7 @@ impl Shell {
             }
             Command::RoomOpened { room, agents } => self.dispatcher.room_opened(now, room, &agents),
             Command::RoomClosed { room } => self.dispatcher.room_closed(&room),
+            Command::AgentLeft { room, identity } => self.dispatcher.agent_left(now, &room, &identity),
             Command::Create { room, request, reply } => {
                 // The caller gave up waiting; nothing to tell it.
                 let _ = reply.send(self.dispatcher.create_dispatch(now, room, request));

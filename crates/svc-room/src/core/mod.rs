@@ -198,6 +198,8 @@ pub(crate) enum CoreOutput {
     RoutesRemoved { key: Key },
     /// Tell the webhook receivers (`crate::webhook`); boxed: rare, and the largest output.
     Webhook(Box<proto::WebhookEvent>),
+    /// An agent participant left (agent dispatch recovers the job of a worker that died).
+    AgentLeft { identity: String },
 }
 
 /// Something for an in-process participant.

@@ -145,6 +145,9 @@ impl RoomCore {
         // Its connections may still be marked dirty: the drain skips keys that are gone.
         self.note_occupancy(now);
 
+        if participant.kind == ParticipantKind::Agent {
+            self.outputs.push_back(CoreOutput::AgentLeft { identity: participant.identity.clone() });
+        }
         let was_active = participant.state == proto::participant_info::State::Active;
         participant.state = proto::participant_info::State::Disconnected;
         participant.version += 1;

@@ -87,3 +87,50 @@ pub async fn run_report(mut script: tokio::process::Command, limit: Duration) ->
     eprintln!("{report:#}");
     report
 }
+
+/// One HTTP/1.1 request on a fresh connection; the status and the body.
+#[allow(dead_code)]
+pub async fn post(
+    http: std::net::SocketAddr,
+    path: &str,
+    content_type: &str,
+    token: Option<&str>,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: room\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    exchange(http, &head, body).await
+}
+
+/// Writes `head` and `body` on a fresh connection and reads the answer: its status and the body
+/// its `Content-Length` announces.
+#[allow(dead_code)]
+pub async fn exchange(http: std::net::SocketAddr, head: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(http).await.expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(body).await.expect("write");
+    let mut response = Vec::new();
+    let mut buffer = [0_u8; 4096];
+    loop {
+        let read = stream.read(&mut buffer).await.expect("read");
+        response.extend_from_slice(&buffer[..read]);
+        let Some(split) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+            assert!(read > 0, "the connection closed before an answer: {}", String::from_utf8_lossy(&response));
+            continue;
+        };
+        let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("a content length");
+        if read == 0 || response.len() >= split + 4 + length {
+            let status = String::from_utf8_lossy(&response[9..12]).parse().expect("a status");
+            return (status, response[split + 4..(split + 4 + length).min(response.len())].to_vec());
+        }
+    }
+}
