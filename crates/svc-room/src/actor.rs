@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::AgentDispatch;
 use crate::core::{
     AdminAnswer, AdminCommand, AdminError, CoreOutput, JoinRequest, Key, LocalCommand, LocalOutput, LocalReply, PcRole,
-    RoomCore, RoomDescription,
+    RoomCore, RoomDescription, SERVER_KEY,
 };
 use crate::local::{LocalShared, RpcError, rpc_codes};
 use crate::model::{LeaveReason, RoomEvent};
@@ -207,7 +207,12 @@ impl RoomActor {
                     if self.core.has_identity(&call.destination) {
                         let request_id = call.request.id.clone();
                         let (caller, destination, value) = rpc_calls.start(call);
-                        let sent = self.core.handle_local(now, caller, LocalCommand::SendRpc { destination, value });
+                        let sent = if caller == SERVER_KEY {
+                            self.core.send_server_rpc(now, destination, value);
+                            LocalReply::Done
+                        } else {
+                            self.core.handle_local(now, caller, LocalCommand::SendRpc { destination, value })
+                        };
                         if let LocalReply::Failed(_) = sent {
                             rpc_calls
                                 .fail(&request_id, RpcError::new(rpc_codes::SEND_FAILED, "failed to send the request"));
@@ -335,6 +340,9 @@ impl RoomActor {
                         }
                     }
                     CoreOutput::AgentLeft { identity } => self.dispatch.agent_left(&self.name, &identity),
+                    CoreOutput::ServerRpc { from_identity, packet } => {
+                        rpc_calls.handle_packet(SERVER_KEY, &from_identity, packet);
+                    }
                 }
             }
             if too_slow.is_empty() {

@@ -30,13 +30,10 @@ use crate::actor::{LocalPost, RoomCommand};
 use crate::core::{Key, LocalCommand, LocalError, LocalReply, TrackCounters};
 pub use crate::model::RpcInvocation;
 use crate::model::{RemoteAudioFrame, RoomEvent};
-use crate::rpc::RpcCall;
 use crate::server::RoomError;
 
 /// Largest RPC payload, each way (LiveKit v1).
 pub const MAX_RPC_PAYLOAD_BYTES: usize = 15_360;
-/// How long a callee has to acknowledge a request (LiveKit's client value).
-const RPC_ACK_TIMEOUT: Duration = Duration::from_secs(7);
 
 /// Inbound media lost on its way to an in-process participant, by where it was lost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -294,42 +291,7 @@ impl LocalParticipant {
         payload: &str,
         response_timeout: Duration,
     ) -> Result<String, RpcError> {
-        if payload.len() > MAX_RPC_PAYLOAD_BYTES {
-            return Err(RpcError::new(rpc_codes::REQUEST_PAYLOAD_TOO_LARGE, "request payload too large"));
-        }
-        let request = proto::RpcRequest {
-            id: uuid::Uuid::new_v4().to_string(),
-            method: method.to_owned(),
-            payload: payload.to_owned(),
-            response_timeout_ms: u32::try_from(response_timeout.as_millis()).unwrap_or(u32::MAX),
-            version: 1,
-            compressed_payload: Vec::new(),
-        };
-        let (acked_tx, acked) = oneshot::channel();
-        let (response_tx, mut response) = oneshot::channel();
-        let call = RpcCall {
-            caller: self.key,
-            destination: destination.to_owned(),
-            request,
-            acked: acked_tx,
-            response: response_tx,
-        };
-        if self.commands.send(RoomCommand::PerformRpc(call)).await.is_err() {
-            return Err(RpcError::new(rpc_codes::SEND_FAILED, "failed to send the request"));
-        }
-        match tokio::time::timeout(RPC_ACK_TIMEOUT, acked).await {
-            Ok(Ok(())) => match tokio::time::timeout(response_timeout, response).await {
-                Ok(Ok(result)) => result,
-                Ok(Err(_)) => Err(RpcError::new(rpc_codes::RECIPIENT_DISCONNECTED, "recipient disconnected")),
-                Err(_) => Err(RpcError::new(rpc_codes::RESPONSE_TIMEOUT, "response timeout")),
-            },
-            // The room forgot the call unacknowledged: it told why (recipient not found, send
-            // failed), or the recipient left.
-            Ok(Err(_)) => response
-                .try_recv()
-                .unwrap_or_else(|_| Err(RpcError::new(rpc_codes::RECIPIENT_DISCONNECTED, "recipient disconnected"))),
-            Err(_) => Err(RpcError::new(rpc_codes::CONNECTION_TIMEOUT, "connection timeout")),
-        }
+        crate::rpc::perform(&self.commands, self.key, destination, method, payload, response_timeout).await
     }
 }
 

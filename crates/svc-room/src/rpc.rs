@@ -13,11 +13,58 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use livekit_protocol as proto;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
+use crate::actor::RoomCommand;
 use crate::core::Key;
 use crate::local::{MAX_RPC_PAYLOAD_BYTES, RpcError, rpc_codes};
 use crate::model::RpcInvocation;
+
+/// How long a callee has to acknowledge a request (LiveKit's client value).
+const RPC_ACK_TIMEOUT: Duration = Duration::from_secs(7);
+
+/// Calls `method` on `destination` for `caller` (an in-process participant, or the server API's
+/// `SERVER_KEY`) through the room's `commands`, and waits as LiveKit's clients do: the
+/// acknowledgement within 7 s, then the answer within `response_timeout`.
+pub(crate) async fn perform(
+    commands: &mpsc::Sender<RoomCommand>,
+    caller: Key,
+    destination: &str,
+    method: &str,
+    payload: &str,
+    response_timeout: Duration,
+) -> Result<String, RpcError> {
+    if payload.len() > MAX_RPC_PAYLOAD_BYTES {
+        return Err(RpcError::new(rpc_codes::REQUEST_PAYLOAD_TOO_LARGE, "request payload too large"));
+    }
+    let request = proto::RpcRequest {
+        id: uuid::Uuid::new_v4().to_string(),
+        method: method.to_owned(),
+        payload: payload.to_owned(),
+        response_timeout_ms: u32::try_from(response_timeout.as_millis()).unwrap_or(u32::MAX),
+        version: 1,
+        compressed_payload: Vec::new(),
+    };
+    let (acked_tx, acked) = oneshot::channel();
+    let (response_tx, mut response) = oneshot::channel();
+    let call = RpcCall { caller, destination: destination.to_owned(), request, acked: acked_tx, response: response_tx };
+    if commands.send(RoomCommand::PerformRpc(call)).await.is_err() {
+        return Err(RpcError::new(rpc_codes::SEND_FAILED, "failed to send the request"));
+    }
+    match tokio::time::timeout(RPC_ACK_TIMEOUT, acked).await {
+        Ok(Ok(())) => match tokio::time::timeout(response_timeout, response).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(RpcError::new(rpc_codes::RECIPIENT_DISCONNECTED, "recipient disconnected")),
+            Err(_) => Err(RpcError::new(rpc_codes::RESPONSE_TIMEOUT, "response timeout")),
+        },
+        // The room forgot the call unacknowledged: it told why (recipient not found, send
+        // failed), or the recipient left.
+        Ok(Err(_)) => response
+            .try_recv()
+            .unwrap_or_else(|_| Err(RpcError::new(rpc_codes::RECIPIENT_DISCONNECTED, "recipient disconnected"))),
+        Err(_) => Err(RpcError::new(rpc_codes::CONNECTION_TIMEOUT, "connection timeout")),
+    }
+}
 
 /// The shortest time a callee is told it has to answer (LiveKit's floor).
 const MIN_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);

@@ -16,7 +16,7 @@ use crate::actor::{LOCAL_QUEUE, LocalPost, POST_QUEUE, ROOM_QUEUE, RoomActor, Ro
 use crate::agents::AgentDispatch;
 use crate::core::{
     AdminAnswer, AdminCommand, AdminError, JoinRequest, Key, MediaSettings, Permissions, RoomCore, RoomDescription,
-    RoomOptions,
+    RoomOptions, SERVER_KEY,
 };
 use crate::ids::Ids;
 use crate::local::{LocalParticipant, LocalShared};
@@ -324,6 +324,20 @@ impl RoomServer {
     /// Carries out a server API command in `room`; `None` when the room is not open.
     pub(crate) async fn admin(&self, room: &str, command: AdminCommand) -> Option<Result<AdminAnswer, AdminError>> {
         ask(&self.existing_room(room)?, |reply| RoomCommand::Admin { command, reply }).await
+    }
+
+    /// Server API `PerformRpc`: calls `method` on `destination` in `room` as the server (no
+    /// caller identity); `None` when the room is not open.
+    pub(crate) async fn perform_rpc(
+        &self,
+        room: &str,
+        destination: &str,
+        method: &str,
+        payload: &str,
+        response_timeout: Duration,
+    ) -> Option<Result<String, crate::local::RpcError>> {
+        let sender = self.existing_room(room)?;
+        Some(crate::rpc::perform(&sender, SERVER_KEY, destination, method, payload, response_timeout).await)
     }
 
     /// Whether an open room `name` has no place for `request` (its `max_participants`).

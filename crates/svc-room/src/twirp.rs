@@ -4,10 +4,13 @@
 //! Twirp's JSON `{"code", "msg"}` with its HTTP statuses (research/livekit.md §5.3).
 //!
 //! `RoomService`: `CreateRoom`, `ListRooms`, `DeleteRoom`, `ListParticipants`, `GetParticipant`,
+//! `PerformRpc` (the room's RPC bookkeeping with the server as caller, `crate::rpc::perform`),
 //! `RemoveParticipant`, `UpdateParticipant`, `UpdateSubscriptions`, `MutePublishedTrack`,
 //! `UpdateRoomMetadata`, `SendData` (the room's side of the last six: `core::admin`). `AgentDispatchService`:
 //! `CreateDispatch`, `DeleteDispatch`, `ListDispatch` (`crate::agents`). Every other LiveKit
 //! service answers `unimplemented`.
+
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -32,6 +35,8 @@ use crate::token::RoomGrant;
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Largest `SendData` payload: what the room forwards from a client.
 const MAX_DATA_BYTES: usize = 64 * 1024;
+/// Longest a `PerformRpc` call may wait for its answer.
+const MAX_RPC_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest room name accepted (LiveKit's limit).
 const MAX_ROOM_NAME: usize = 256;
 
@@ -63,6 +68,8 @@ impl TwirpError {
             "not_found" | "bad_route" => StatusCode::NOT_FOUND,
             "already_exists" => StatusCode::CONFLICT,
             "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
+            "deadline_exceeded" => StatusCode::REQUEST_TIMEOUT,
+            "failed_precondition" => StatusCode::PRECONDITION_FAILED,
             "unimplemented" => StatusCode::NOT_IMPLEMENTED,
             "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -207,6 +214,23 @@ async fn room_service(
 ) -> Result<Response, TwirpError> {
     let grant = authorize(server, headers)?;
     match method {
+        "PerformRpc" => {
+            let request: proto::PerformRpcRequest = encoding.decode(body)?;
+            require_admin(&grant, &request.room)?;
+            // LiveKit's clients default to 10 s; a call the server API waits on is capped.
+            let timeout = match request.response_timeout_ms {
+                0 => Duration::from_secs(10),
+                ms => Duration::from_millis(u64::from(ms)).min(MAX_RPC_TIMEOUT),
+            };
+            let (destination, method, payload) = (&request.destination_identity, &request.method, &request.payload);
+            let Some(result) = server.perform_rpc(&request.room, destination, method, payload, timeout).await else {
+                return Err(TwirpError::new("not_found", format!("room {:?} is not open", request.room)));
+            };
+            match result {
+                Ok(payload) => Ok(encoding.answer(&proto::PerformRpcResponse { payload })),
+                Err(error) => Err(rpc_failure(&error)),
+            }
+        }
         "CreateRoom" => {
             require(grant.room_create, "roomCreate")?;
             let request: proto::CreateRoomRequest = encoding.decode(body)?;
@@ -359,6 +383,20 @@ fn admin_command(method: &str, encoding: Encoding, body: &[u8]) -> Result<Option
         }
         _ => return Ok(None),
     }))
+}
+
+/// How a failed `PerformRpc` is answered: the RPC error's code and message in the Twirp message,
+/// with the Twirp code its cause maps to.
+fn rpc_failure(error: &crate::local::RpcError) -> TwirpError {
+    use crate::local::rpc_codes;
+    let code = match error.code {
+        rpc_codes::RECIPIENT_NOT_FOUND | rpc_codes::RECIPIENT_DISCONNECTED => "not_found",
+        rpc_codes::CONNECTION_TIMEOUT | rpc_codes::RESPONSE_TIMEOUT => "deadline_exceeded",
+        rpc_codes::REQUEST_PAYLOAD_TOO_LARGE | rpc_codes::RESPONSE_PAYLOAD_TOO_LARGE => "invalid_argument",
+        rpc_codes::UNSUPPORTED_METHOD => "failed_precondition",
+        _ => "internal",
+    };
+    TwirpError::new(code, format!("rpc error {}: {}", error.code, error.message))
 }
 
 /// The verified grant of the request's bearer token.

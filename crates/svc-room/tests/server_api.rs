@@ -229,3 +229,53 @@ async fn the_node_server_sdk_manages_rooms_and_the_agent_sees_its_changes() {
     assert_eq!(data.payload.as_ref(), b"node says hi");
     started.room.shutdown().await;
 }
+
+/// LiveKit's server-side `PerformRpc` (not in the official server SDKs yet, so posted as their
+/// Twirp JSON): the server calls a PyPI client's method and gets its answer; a method nobody
+/// registered, an identity that is not there and a room that is not open get their errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn the_server_calls_a_clients_rpc_method() {
+    use tokio::io::AsyncBufReadExt;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
+    let mut callee = tokio::process::Command::new(root.join("target/interop/venv/bin/python"))
+        .arg(root.join("tests/interop/py/rpc_callee.py"))
+        .args(["--url", &started.url(), "--key", KEY, "--secret", SECRET, "--room", "rpc-room", "--identity", "callee"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the client starts");
+    let mut lines = tokio::io::BufReader::new(callee.stdout.take().expect("stdout")).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
+    assert!(matches!(&ready, Ok(Ok(Some(line))) if line == "ready"), "{ready:?}");
+
+    let call = |method: &'static str, identity: &'static str, room: &'static str| {
+        let body =
+            json!({"room": room, "destinationIdentity": identity, "method": method, "payload": "from the server",
+            "responseTimeoutMs": 5000})
+            .to_string();
+        let grant = svc_room::RoomGrant { room_admin: true, room: room.into(), ..svc_room::RoomGrant::default() };
+        let admin = support::grant_token(&started.credentials, grant);
+        async move {
+            let path = "/room/twirp/livekit.RoomService/PerformRpc";
+            support::post(started.http, path, "application/json", Some(&admin), body.as_bytes()).await
+        }
+    };
+    let (status, body) = call("nobody-registered-this", "callee", "rpc-room").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (412, "failed_precondition"));
+    let (status, body) = call("greet", "nobody", "rpc-room").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (404, "not_found"));
+    let (status, body) = call("greet", "callee", "no-such-room").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (404, "not_found"));
+    let (status, body) = call("greet", "callee", "rpc-room").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let answer: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(answer["payload"], "hello from the server");
+
+    let seen = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    let Ok(Ok(Some(seen))) = seen else { panic!("the client reports the call: {seen:?}") };
+    let seen: Value = serde_json::from_str(&seen).expect("JSON");
+    assert_eq!(seen, json!({"caller": "", "payload": "from the server"}), "the server calls as nobody");
+    started.room.shutdown().await;
+}

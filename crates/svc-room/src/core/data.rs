@@ -80,8 +80,31 @@ impl RoomCore {
         self.route_packet(now, key, reliable, packet);
     }
 
-    /// Delivers a packet (sender fields already set) to its destinations, or everyone else.
+    /// Sends an RPC packet from the server (`PerformRpc`): no sender identity, to `destination`.
+    pub(crate) fn send_server_rpc(&mut self, now: Instant, destination: String, value: proto::data_packet::Value) {
+        #[allow(deprecated)]
+        let packet = proto::DataPacket {
+            kind: proto::data_packet::Kind::Reliable as i32,
+            destination_identities: vec![destination],
+            value: Some(value),
+            ..Default::default()
+        };
+        self.route_packet(now, SERVER_KEY, true, packet);
+        self.flush(now);
+    }
+
+    /// Delivers a packet (sender fields already set) to its destinations, or everyone else. An
+    /// RPC acknowledgement or response addressed to no identity answers the server's own call
+    /// (`PerformRpc`): it goes to the actor's RPC bookkeeping.
     pub(super) fn route_packet(&mut self, now: Instant, from: Key, reliable: bool, packet: proto::DataPacket) {
+        if let [to_server] = packet.destination_identities.as_slice()
+            && to_server.is_empty()
+            && let Some(value @ (proto::data_packet::Value::RpcAck(_) | proto::data_packet::Value::RpcResponse(_))) =
+                packet.value
+        {
+            self.outputs.push_back(CoreOutput::ServerRpc { from_identity: packet.participant_identity, packet: value });
+            return;
+        }
         let encoded: Arc<[u8]> = Arc::from(packet.encode_to_vec());
         let destinations: HashSet<&str> = packet.destination_identities.iter().map(String::as_str).collect();
         let targets: Vec<Key> = self

@@ -56,7 +56,7 @@ use crate::rtc::{self, Dirty, DrainRtc, PeerConnection};
 pub(crate) type Key = u64;
 
 /// The sender of what the server API sends: no participant has it (keys start at 1).
-const SERVER_KEY: Key = 0;
+pub(crate) const SERVER_KEY: Key = 0;
 
 /// Which of a remote participant's two peer connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -200,6 +200,8 @@ pub(crate) enum CoreOutput {
     Webhook(Box<proto::WebhookEvent>),
     /// An agent participant left (agent dispatch recovers the job of a worker that died).
     AgentLeft { identity: String },
+    /// An RPC acknowledgement or response for the server's own call (`PerformRpc`).
+    ServerRpc { from_identity: String, packet: proto::data_packet::Value },
 }
 
 /// Something for an in-process participant.

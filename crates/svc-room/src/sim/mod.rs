@@ -614,7 +614,7 @@ impl Sim {
             }
             CoreOutput::Expired => self.expired = true,
             CoreOutput::Webhook(event) => self.webhooks.push(*event),
-            CoreOutput::AgentLeft { .. } => {}
+            CoreOutput::AgentLeft { .. } | CoreOutput::ServerRpc { .. } => {}
         }
     }
 
