@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
@@ -24,6 +24,7 @@ use crate::local::{LocalShared, RpcError, rpc_codes};
 use crate::model::{LeaveReason, RoomEvent};
 use crate::rpc::{RpcCall, RpcCalls};
 use crate::udp::{RoomId, UdpMux};
+use crate::wall_clock::unix_ms;
 use crate::webhook::Webhooks;
 
 /// Commands a room accepts.
@@ -394,8 +395,4 @@ async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(0))
 }

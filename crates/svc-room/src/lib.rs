@@ -30,6 +30,7 @@ mod sim;
 pub mod token;
 mod twirp;
 mod udp;
+mod wall_clock;
 mod webhook;
 
 pub use core::{LATE_AFTER, LocalError, RoomDescription, RoomOptions};

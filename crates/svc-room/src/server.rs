@@ -24,6 +24,7 @@ use crate::model::{LeaveReason, ParticipantKind};
 use crate::signal::RoomLink;
 use crate::token::RoomCredentials;
 use crate::udp::{RoomId, UdpMux};
+use crate::wall_clock::unix_ms;
 use crate::webhook::{WebhookConfig, Webhooks};
 
 /// How the room server runs.
@@ -467,10 +468,4 @@ fn default_node_ips() -> Vec<IpAddr> {
         }
     }
     ips
-}
-
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
 }

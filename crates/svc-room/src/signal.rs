@@ -7,7 +7,7 @@
 //! preceded by a leave with a reason, or clients try to resume.
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
@@ -24,6 +24,7 @@ use crate::core::{JoinRequest, Key, Permissions, RoomOptions};
 use crate::model::{LeaveReason, ParticipantKind};
 use crate::server::{RoomError, RoomServer};
 use crate::token::RoomToken;
+use crate::wall_clock::unix_ms;
 
 /// Largest signal message accepted. SDP offers are ~20 KB; anything near this is abuse.
 const MAX_SIGNAL_MESSAGE: usize = 256 * 1024;
@@ -210,10 +211,6 @@ fn leave(reason: LeaveReason, reconnect: bool) -> proto::signal_response::Messag
     proto::signal_response::Message::Leave(crate::core::leave_request(reason, reconnect))
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
-}
-
 async fn close_with(mut socket: WebSocket, leave_message: proto::signal_response::Message, code: u16, reason: &str) {
     // Best effort: the peer may already be gone.
     let _ = socket.send(encode(leave_message)).await;
@@ -283,14 +280,14 @@ async fn serve_connection(
             // A pong is not worth blocking the reader for; one dropped on a full reply queue is
             // logged (the client's next ping gets one).
             M::Ping(_) => {
-                if replies.try_send(proto::signal_response::Message::Pong(now_ms())).is_err() {
+                if replies.try_send(proto::signal_response::Message::Pong(unix_ms())).is_err() {
                     tracing::debug!("pong dropped: the signal reply queue is full or closed");
                 }
             }
             M::PingReq(ping) => {
                 let pong = proto::signal_response::Message::PongResp(proto::Pong {
                     last_ping_timestamp: ping.timestamp,
-                    timestamp: now_ms(),
+                    timestamp: unix_ms(),
                 });
                 if replies.try_send(pong).is_err() {
                     tracing::debug!("pong dropped: the signal reply queue is full or closed");

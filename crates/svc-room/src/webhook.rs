@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use livekit_protocol as proto;
@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::token::RoomCredentials;
+use crate::wall_clock::unix_seconds;
 
 /// Where the room's webhooks go, and how hard it tries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,8 +204,4 @@ impl Sender {
         let lost = 1 + event.num_dropped;
         self.dropped.fetch_add(lost, Ordering::Relaxed);
     }
-}
-
-fn unix_seconds() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(0))
 }

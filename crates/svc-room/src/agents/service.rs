@@ -4,7 +4,7 @@
 //! tokens of its assignments with the room's key.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use livekit_protocol as proto;
 use proto::server_message::Message as ServerMessage;
@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use super::dispatcher::{AgentGrant, DispatchOutput, Dispatcher, RegisterError};
 use crate::ids::Ids;
 use crate::token::{RoomCredentials, RoomGrant, RoomToken};
+use crate::wall_clock::unix_seconds;
 
 /// Commands queued for the dispatcher.
 const COMMAND_QUEUE: usize = 1024;
@@ -282,8 +283,4 @@ async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }
-}
-
-pub(crate) fn unix_seconds() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(0))
 }

@@ -18,8 +18,9 @@ use proto::server_message::Message as ServerMessage;
 use proto::worker_message::Message as WorkerMessage;
 use tokio::sync::mpsc;
 
-use super::service::{WORKER_QUEUE, unix_seconds};
+use super::service::WORKER_QUEUE;
 use crate::server::RoomServer;
+use crate::wall_clock::unix_ms;
 
 /// How long a new connection has to register (LiveKit's `RegisterTimeout`).
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -117,7 +118,7 @@ async fn serve_worker(server: RoomServer, mut socket: WebSocket) {
         };
         match proto::WorkerMessage::decode(bytes.as_ref()).map(|message| message.message) {
             Ok(Some(WorkerMessage::Ping(ping))) => {
-                let pong = proto::WorkerPong { last_timestamp: ping.timestamp, timestamp: unix_seconds() * 1000 };
+                let pong = proto::WorkerPong { last_timestamp: ping.timestamp, timestamp: unix_ms() };
                 if pongs.try_send(ServerMessage::Pong(pong)).is_err() {
                     tracing::debug!(worker, "pong dropped: the worker's queue is full");
                 }

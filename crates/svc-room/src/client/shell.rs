@@ -3,7 +3,7 @@
 //! decodes incoming signal frames for it.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use livekit_protocol as proto;
@@ -14,6 +14,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::core::{ClientCore, ClientOutput, Role, disconnect_reason};
 use super::handle::{ClientError, ClientEvent, ClientOptions, Command, RoomClient};
+use crate::wall_clock::unix_ms;
 
 type WebSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -194,10 +195,6 @@ fn decode_signal(bytes: &[u8]) -> Result<proto::signal_response::Message, Client
 fn message_name(message: &proto::signal_response::Message) -> String {
     let debug = format!("{message:?}");
     debug.split(['(', ' ', '{']).next().unwrap_or_default().to_owned()
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
 }
 
 struct Shell {
