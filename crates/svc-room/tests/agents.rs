@@ -4,7 +4,6 @@
 //! into four rooms, and each job's agent joins its room; a third worker that registers and never
 //! answers is passed over. And what the `/agent` endpoint refuses.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -63,29 +62,28 @@ async fn silent_worker(started: &support::TestRoom, agent_name: &str) -> (Socket
     (socket, registered.worker_id)
 }
 
-/// Starts a LiveKit Agents worker for `agent_name` (see `svc_testkit::agents_worker`); with
-/// `voice`, its jobs are voice agents on that OpenAI Realtime base URL.
+/// Starts a LiveKit Agents worker for `agent_name` in `started`'s room server (see
+/// `svc_testkit::agents_worker`); with `voice`, its jobs are voice agents on that OpenAI Realtime
+/// base URL.
 async fn livekit_agents_worker(
-    root: &std::path::Path,
-    url: &str,
+    started: &support::TestRoom,
     label: &str,
     agent_name: &str,
     voice: Option<&str>,
 ) -> AgentsWorker {
-    let options = WorkerOptions { url, key: KEY, secret: SECRET, agent_name, label, voice_base_url: voice };
-    AgentsWorker::start(root, options).await
+    let url = started.url();
+    let options = WorkerOptions { url: &url, key: KEY, secret: SECRET, agent_name, label, voice_base_url: voice };
+    AgentsWorker::start(&support::repo(), options).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker_is_passed_over() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join("target/interop/venv/bin/python");
     let config = RoomServerConfig { agent_answer_timeout: Duration::from_secs(1), ..Default::default() };
     let started = support::start(KEY, SECRET, config).await;
     let (_silent, silent_id) = silent_worker(&started, "helper").await;
-    let _a = livekit_agents_worker(&root, &started.url(), "a", "helper", None).await;
-    let _b = livekit_agents_worker(&root, &started.url(), "b", "helper", None).await;
+    let _a = livekit_agents_worker(&started, "a", "helper", None).await;
+    let _b = livekit_agents_worker(&started, "b", "helper", None).await;
 
     let rooms = ["dispatch-1", "dispatch-2", "dispatch-3", "dispatch-4"];
     let mut observers = Vec::new();
@@ -99,19 +97,8 @@ async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker
         };
         observers.push(started.room.join_local(room, options).await.expect("the observer joins"));
     }
-    let mut script = tokio::process::Command::new(&python);
-    script.arg(root.join("tests/interop/py/agent_dispatch.py")).args([
-        "--url",
-        &started.url(),
-        "--key",
-        KEY,
-        "--secret",
-        SECRET,
-        "--agent-name",
-        "helper",
-        "--rooms",
-        &rooms.join(","),
-    ]);
+    let mut script = started.sdk_script("agent_dispatch.py", KEY, SECRET);
+    script.args(["--agent-name", "helper", "--rooms", &rooms.join(",")]);
     let report = support::run_report(script, Duration::from_secs(90)).await;
 
     let mut by_worker = std::collections::BTreeMap::<String, usize>::new();
@@ -179,27 +166,13 @@ async fn livekit_agents_workers_take_dispatched_jobs_by_load_and_a_silent_worker
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn a_livekit_agents_voice_agent_on_the_openai_realtime_plugin_holds_a_spoken_turn() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join("target/interop/venv/bin/python");
     let fake = svc_testkit::FakeUpstream::start(svc_testkit::Flavor::OpenAi).await;
     let started = support::start(KEY, SECRET, RoomServerConfig::default()).await;
-    let _worker = livekit_agents_worker(&root, &started.url(), "v", "voice", Some(&fake.openai_base_url())).await;
+    let _worker = livekit_agents_worker(&started, "v", "voice", Some(&fake.openai_base_url())).await;
 
-    let mut script = tokio::process::Command::new(&python);
-    script.arg(root.join("tests/interop/py/agent_voice_user.py")).args([
-        "--url",
-        &started.url(),
-        "--key",
-        KEY,
-        "--secret",
-        SECRET,
-        "--agent-name",
-        "voice",
-        "--room",
-        "voice-room",
-        "--speech",
-        root.join("target/interop/audio/caller.wav").to_str().expect("path"),
-    ]);
+    let mut script = started.sdk_script("agent_voice_user.py", KEY, SECRET);
+    let speech = support::repo().join("target/interop/audio/caller.wav");
+    script.args(["--agent-name", "voice", "--room", "voice-room", "--speech"]).arg(speech);
     let report = support::run_report(script, Duration::from_secs(120)).await;
 
     let identity = report["agent"]["identity"].as_str().expect("the agent joined");
@@ -227,9 +200,8 @@ async fn a_livekit_agents_voice_agent_on_the_openai_realtime_plugin_holds_a_spok
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn the_job_of_a_livekit_agents_worker_that_dies_is_taken_by_another() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let started = support::start(KEY, SECRET, RoomServerConfig::default()).await;
-    let first = livekit_agents_worker(&root, &started.url(), "first", "helper", None).await;
+    let first = livekit_agents_worker(&started, "first", "helper", None).await;
     let options = LocalJoinOptions {
         identity: "observer".into(),
         name: "Observer".into(),
@@ -272,7 +244,7 @@ async fn the_job_of_a_livekit_agents_worker_that_dies_is_taken_by_another() {
     }
     let original = next_agent(&mut observer, true).await;
     assert!(original.starts_with("agent-first-"), "{original}");
-    let _second = livekit_agents_worker(&root, &started.url(), "second", "helper", None).await;
+    let _second = livekit_agents_worker(&started, "second", "helper", None).await;
     // The first worker dies with its job: its agent drops out, and the job goes to the other.
     drop(first);
     assert_eq!(next_agent(&mut observer, false).await, original);

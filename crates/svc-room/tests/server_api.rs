@@ -5,7 +5,6 @@
 //! Ignored by default: it needs the harness `scripts/interop-setup.sh` installs (scripts/test.sh
 //! runs it, then the ignored tests).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -18,22 +17,11 @@ const SECRET: &str = "server-api-secret-0123456789abcdef";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn the_server_sdk_creates_lists_inspects_and_deletes_rooms() {
-    let interop = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/interop");
-    let python = interop.join("venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
     let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
     // A room svc's runtime opened on its own is listed beside the SDK's.
     let _agent = join_agent(&started.room).await;
 
-    let mut script = tokio::process::Command::new(&python);
-    script.arg(interop.join("../../tests/interop/py/server_api.py")).args([
-        "--url",
-        &started.url(),
-        "--key",
-        KEY,
-        "--secret",
-        SECRET,
-    ]);
+    let script = started.sdk_script("server_api.py", KEY, SECRET);
     let report = support::run_report(script, Duration::from_secs(60)).await;
 
     let created = &report["created"];
@@ -189,7 +177,7 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn the_node_server_sdk_manages_rooms_and_the_agent_sees_its_changes() {
-    let web = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/web");
+    let web = support::repo().join("tests/interop/web");
     assert!(
         web.join("node_modules/livekit-server-sdk").exists(),
         "tests/interop/web/node_modules is missing: run scripts/interop-setup.sh"
@@ -237,11 +225,10 @@ async fn the_node_server_sdk_manages_rooms_and_the_agent_sees_its_changes() {
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn the_server_calls_a_clients_rpc_method() {
     use tokio::io::AsyncBufReadExt;
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
-    let mut callee = tokio::process::Command::new(root.join("target/interop/venv/bin/python"))
-        .arg(root.join("tests/interop/py/rpc_callee.py"))
-        .args(["--url", &started.url(), "--key", KEY, "--secret", SECRET, "--room", "rpc-room", "--identity", "callee"])
+    let mut callee = started
+        .sdk_script("rpc_callee.py", KEY, SECRET)
+        .args(["--room", "rpc-room", "--identity", "callee"])
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()

@@ -3,7 +3,6 @@
 //! sent while the PyPI server SDK and client drove it (tests/interop/py/server_api.py); and
 //! receivers that fail, refuse, hang or are down cost retries and counted drops, never a stall.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -156,9 +155,6 @@ async fn verify_with(mut script: tokio::process::Command, hooks: &[Hook]) -> Val
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn the_server_sdks_receivers_verify_every_webhook_of_a_room_the_sdk_drove() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join("target/interop/venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
     let (receiver, base) = Receiver::start().await;
     let webhooks = WebhookConfig {
         // A receiver that is down beside the one that is up: it costs its own retries only.
@@ -168,20 +164,11 @@ async fn the_server_sdks_receivers_verify_every_webhook_of_a_room_the_sdk_drove(
     };
     let started = support::start_room_with_webhooks(KEY, SECRET, webhooks).await;
 
-    let mut script = tokio::process::Command::new(&python);
-    script.arg(root.join("tests/interop/py/server_api.py")).args([
-        "--url",
-        &started.url(),
-        "--key",
-        KEY,
-        "--secret",
-        SECRET,
-    ]);
-    support::run_report(script, Duration::from_secs(60)).await;
+    support::run_report(started.sdk_script("server_api.py", KEY, SECRET), Duration::from_secs(60)).await;
     let hooks = receiver.wait_for("ok", room_finished("sdk-room")).await;
 
-    let mut verify = tokio::process::Command::new(&python);
-    verify.arg(root.join("tests/interop/py/webhook_verify.py")).args(["--key", KEY, "--secret", SECRET]);
+    let mut verify = tokio::process::Command::new(support::interop_python());
+    verify.arg(support::repo().join("tests/interop/py/webhook_verify.py")).args(["--key", KEY, "--secret", SECRET]);
     let python_report = verify_with(verify, &hooks).await;
     eprintln!("{python_report:#}");
     assert_eq!(python_report["refused"], json!([]), "the Python receiver accepts every webhook");
@@ -190,7 +177,7 @@ async fn the_server_sdks_receivers_verify_every_webhook_of_a_room_the_sdk_drove(
     assert_eq!(python_report["tampered"], "hash mismatch", "a changed body is refused");
     assert_eq!(python_report["wrong_secret"], "InvalidSignatureError");
 
-    let web = root.join("tests/interop/web");
+    let web = support::repo().join("tests/interop/web");
     let mut verify = tokio::process::Command::new("node");
     verify.arg(web.join("webhook_verify.mjs")).args([KEY, SECRET]).current_dir(&web);
     let node_report = verify_with(verify, &hooks).await;

@@ -25,6 +25,30 @@ impl TestRoom {
     pub fn url(&self) -> String {
         format!("ws://{}/room", self.http)
     }
+
+    /// An official-SDK script of the interop harness (`tests/interop/py/<name>`, in the harness's
+    /// venv) pointed at this room: `--url`, `--key` and `--secret` given, the rest to add.
+    #[allow(dead_code)]
+    pub fn sdk_script(&self, name: &str, key: &str, secret: &str) -> tokio::process::Command {
+        let mut script = tokio::process::Command::new(interop_python());
+        script.arg(repo().join("tests/interop/py").join(name));
+        script.args(["--url", &self.url(), "--key", key, "--secret", secret]);
+        script
+    }
+}
+
+/// The repository's root.
+#[allow(dead_code)]
+pub fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The interop harness's Python (PyPI `livekit`, `livekit-api`); a missing install names its fix.
+#[allow(dead_code)]
+pub fn interop_python() -> std::path::PathBuf {
+    let python = repo().join("target/interop/venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/interop-setup.sh", python.display());
+    python
 }
 
 /// Starts a room server (empty rooms close after `empty_timeout`) with the given key.
