@@ -59,36 +59,28 @@ if ((node_major < 20)); then
   exit 1
 fi
 
-# --- Python SDK venv ----------------------------------------------------------------------------
-step "Python venv (target/interop/venv: $PY_REQUIREMENTS)"
-VENV=$OUT/venv
-if [[ -x $VENV/bin/python && "$(cat "$VENV/.interop-stamp" 2>/dev/null)" == "$PY_REQUIREMENTS" ]]; then
-  done_step "up to date"
-else
+# --- Python venvs ------------------------------------------------------------------------------
+# venv TITLE DIR REQUIREMENTS IMPORTS: (re)creates DIR with REQUIREMENTS unless its stamp names
+# them already, then proves IMPORTS load.
+venv() {
+  local title=$1 dir=$2 requirements=$3 imports=$4
+  step "$title ($dir: $requirements)"
+  if [[ -x $dir/bin/python && "$(cat "$dir/.interop-stamp" 2>/dev/null)" == "$requirements" ]]; then
+    done_step "up to date"
+    return
+  fi
   printf '\n'
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
+  rm -rf "$dir"
+  python3 -m venv "$dir"
   # shellcheck disable=SC2086 # the requirement list is split on purpose
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check $PY_REQUIREMENTS
-  "$VENV/bin/python" -c 'import numpy, livekit.rtc, livekit.api' # the FFI library loads
-  echo "$PY_REQUIREMENTS" >"$VENV/.interop-stamp"
-  done_step "[interop-setup] venv installed"
-fi
-
-step "LiveKit Agents venv (target/interop/agents-venv: $AGENTS_REQUIREMENTS)"
-AGENTS_VENV=$OUT/agents-venv
-if [[ -x $AGENTS_VENV/bin/python && "$(cat "$AGENTS_VENV/.interop-stamp" 2>/dev/null)" == "$AGENTS_REQUIREMENTS" ]]; then
-  done_step "up to date"
-else
-  printf '\n'
-  rm -rf "$AGENTS_VENV"
-  python3 -m venv "$AGENTS_VENV"
-  # shellcheck disable=SC2086 # the requirement list is split on purpose
-  "$AGENTS_VENV/bin/pip" install --quiet --disable-pip-version-check $AGENTS_REQUIREMENTS
-  "$AGENTS_VENV/bin/python" -c 'import livekit.agents, livekit.plugins.openai'
-  echo "$AGENTS_REQUIREMENTS" >"$AGENTS_VENV/.interop-stamp"
-  done_step "[interop-setup] agents venv installed"
-fi
+  "$dir/bin/pip" install --quiet --disable-pip-version-check $requirements
+  "$dir/bin/python" -c "import $imports"
+  echo "$requirements" >"$dir/.interop-stamp"
+  done_step "[interop-setup] $title installed"
+}
+# The first import check proves the client SDK's FFI library loads.
+venv "Python venv" "$OUT/venv" "$PY_REQUIREMENTS" "numpy, livekit.rtc, livekit.api"
+venv "LiveKit Agents venv" "$OUT/agents-venv" "$AGENTS_REQUIREMENTS" "livekit.agents, livekit.plugins.openai"
 
 # --- Browser peer: npm ci + bundle --------------------------------------------------------------
 # Never `npx playwright install`: the harness drives Debian's /usr/bin/chromium.
