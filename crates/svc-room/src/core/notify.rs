@@ -59,12 +59,14 @@ impl RoomCore {
         self.notify(events::PARTICIPANT_JOINED, self.room_info(), Some(info), None);
     }
 
-    /// A participant is gone (`info` is its last state, with the reason): `participant_left` if it
-    /// was active, `participant_connection_aborted` if it never was. Its tracks go first.
-    pub(super) fn notify_left(&mut self, info: proto::ParticipantInfo, was_active: bool) {
+    /// A participant is gone (its last state, with `reason`): `participant_left` if it was
+    /// active, `participant_connection_aborted` if it never was. Its tracks go first.
+    pub(super) fn notify_left(&mut self, participant: &Participant_, reason: LeaveReason, was_active: bool) {
         if !self.settings.webhooks {
             return;
         }
+        let mut info = participant.to_proto();
+        info.disconnect_reason = reason.to_proto() as i32;
         for track in &info.tracks {
             self.notify_track(events::TRACK_UNPUBLISHED, &info.sid, &info.identity, track.clone());
         }

@@ -151,9 +151,7 @@ impl RoomCore {
         let was_active = participant.state == proto::participant_info::State::Active;
         participant.state = proto::participant_info::State::Disconnected;
         participant.version += 1;
-        let mut last_state = participant.to_proto();
-        last_state.disconnect_reason = reason.to_proto() as i32;
-        self.notify_left(last_state, was_active);
+        self.notify_left(&participant, reason, was_active);
         if !participant.permissions.hidden {
             let mut info = participant.to_proto();
             info.disconnect_reason = reason.to_proto() as i32;
