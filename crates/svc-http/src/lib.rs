@@ -2,8 +2,9 @@
 //! ([`tls_config`]: rustls with ring and the webpki roots, also what the provider driver's
 //! WebSocket uses), the one streaming call ([`post`]), a JSON POST whose response may be a
 //! stream of server-sent events (the Responses API under GPT-Live `svc` delegation, the local
-//! provider's OpenAI-compatible reply endpoint), and a one-shot POST that answers a status
-//! ([`post_once`], the room's webhooks). HTTP/1.1 over TCP. Progress goes back as
+//! provider's OpenAI-compatible reply endpoint), a one-shot POST that answers a status
+//! ([`post_once`], the room's webhooks), and the request under both ([`send`]: connect, TLS,
+//! one request; the tool backends read their answers from it). HTTP/1.1 over TCP. Progress goes back as
 //! [`HttpEvent`]s on a bounded channel, so a sans-IO codec can be fed them as they come.
 
 use std::sync::Arc;
@@ -97,8 +98,9 @@ async fn run(
     tx: &mpsc::Sender<(u64, HttpEvent)>,
 ) -> Result<(), String> {
     let outgoing = Outgoing {
+        method: Method::Post,
         url: &request.url,
-        content_type: "application/json",
+        content_type: Some("application/json"),
         accept: Some("text/event-stream"),
         headers: &request.headers,
         body: Bytes::from(request.body),
@@ -144,29 +146,54 @@ async fn run(
     Ok(())
 }
 
-/// One POST on a fresh connection, as [`send`] makes it.
-struct Outgoing<'a> {
-    url: &'a str,
-    content_type: &'a str,
-    accept: Option<&'a str>,
-    headers: &'a [(String, String)],
-    body: Bytes,
+/// An HTTP method [`send`] speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// GET.
+    Get,
+    /// POST.
+    Post,
 }
 
-/// Connects (TLS for `https`), sends the request and returns the response head with its body to
-/// read, and the connection's task (abort it when done with the body).
-async fn send(
+/// One request on a fresh connection, as [`send`] makes it.
+#[derive(Debug, Clone)]
+pub struct Outgoing<'a> {
+    /// The method.
+    pub method: Method,
+    /// `http://` or `https://` URL.
+    pub url: &'a str,
+    /// The body's `Content-Type`, if it has one.
+    pub content_type: Option<&'a str>,
+    /// The `Accept` header, if any.
+    pub accept: Option<&'a str>,
+    /// Further headers.
+    pub headers: &'a [(String, String)],
+    /// The body (empty: none).
+    pub body: Bytes,
+}
+
+/// Connects (TLS for `https`, with `tls`), sends the request and returns the response head with
+/// its body to read, and the connection's task (abort it when done with the body). Errors are
+/// described in words: the caller decides what kind of failure each is.
+pub async fn send(
     outgoing: Outgoing<'_>,
     tls: Arc<rustls::ClientConfig>,
 ) -> Result<(hyper::Response<hyper::body::Incoming>, tokio::task::JoinHandle<()>), String> {
     let url = Url::parse(outgoing.url).map_err(|error| error.to_string())?;
-    let host = url.host_str().ok_or("URL without host")?.to_owned();
-    let port = url.port_or_known_default().ok_or("URL without port")?;
-    let tcp = TcpStream::connect((host.as_str(), port)).await.map_err(|error| error.to_string())?;
+    let host = url.host_str().ok_or("the URL has no host")?.to_owned();
+    let port = url.port_or_known_default().ok_or("the URL has no port")?;
+    // An IPv6 literal keeps its brackets in `host_str`; the socket and TLS want it bare.
+    let connect_host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let tls_wanted = match url.scheme() {
+        "https" => true,
+        "http" => false,
+        other => return Err(format!("unsupported scheme `{other}`")),
+    };
+    let tcp = TcpStream::connect((connect_host.as_str(), port)).await.map_err(|error| error.to_string())?;
     // Best effort: an option the OS may refuse.
     let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Io> = if url.scheme() == "https" {
-        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|error| error.to_string())?;
+    let stream: Box<dyn Io> = if tls_wanted {
+        let name = rustls::pki_types::ServerName::try_from(connect_host).map_err(|error| error.to_string())?;
         let connector = tokio_rustls::TlsConnector::from(tls);
         Box::new(connector.connect(name, tcp).await.map_err(|error| error.to_string())?)
     } else {
@@ -186,8 +213,14 @@ async fn send(
         Some(port) => format!("{host}:{port}"),
         None => host.clone(),
     };
-    let mut builder =
-        hyper::Request::post(path).header("host", authority).header("content-type", outgoing.content_type);
+    let method = match outgoing.method {
+        Method::Get => hyper::Method::GET,
+        Method::Post => hyper::Method::POST,
+    };
+    let mut builder = hyper::Request::builder().method(method).uri(path).header("host", authority);
+    if let Some(content_type) = outgoing.content_type {
+        builder = builder.header("content-type", content_type);
+    }
     if let Some(accept) = outgoing.accept {
         builder = builder.header("accept", accept);
     }
@@ -219,7 +252,8 @@ pub async fn post_once(
     timeout: Duration,
 ) -> Result<u16, String> {
     let exchange = async {
-        let outgoing = Outgoing { url, content_type, accept: None, headers, body };
+        let content_type = Some(content_type);
+        let outgoing = Outgoing { method: Method::Post, url, content_type, accept: None, headers, body };
         let (response, driver) = send(outgoing, tls).await?;
         let status = response.status().as_u16();
         let mut body = response.into_body();

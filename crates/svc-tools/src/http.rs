@@ -7,9 +7,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use http_body_util::BodyExt;
 
 use crate::{BackendRequest, Method, ToolError};
 
@@ -26,59 +24,21 @@ pub(crate) async fn send(request: BackendRequest) -> Result<Vec<u8>, ToolError> 
     }
 }
 
-trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
-
 async fn exchange(request: BackendRequest) -> Result<Vec<u8>, ToolError> {
-    let url = &request.url;
-    let unreachable = |error: &dyn std::fmt::Display| ToolError::Unreachable(error.to_string());
-    let host = url.host_str().ok_or_else(|| ToolError::Unreachable("the URL has no host".to_owned()))?.to_owned();
-    let port = url.port_or_known_default().ok_or_else(|| ToolError::Unreachable("the URL has no port".to_owned()))?;
-    // An IPv6 literal keeps its brackets in `host_str`; the socket wants it bare.
-    let connect_host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
-    let tcp = TcpStream::connect((connect_host.as_str(), port)).await.map_err(|e| unreachable(&e))?;
-    // Best effort: an option the OS may refuse.
-    let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Io> = match url.scheme() {
-        "https" => {
-            let name = rustls::pki_types::ServerName::try_from(connect_host.clone()).map_err(|e| unreachable(&e))?;
-            let connector = tokio_rustls::TlsConnector::from(svc_http::tls_config());
-            Box::new(connector.connect(name, tcp).await.map_err(|e| unreachable(&e))?)
-        }
-        "http" => Box::new(tcp),
-        other => return Err(ToolError::Unreachable(format!("unsupported scheme `{other}`"))),
+    let BackendRequest { method, url, mut headers, body } = request;
+    headers.push(("user-agent".to_owned(), concat!("svc-tools/", env!("CARGO_PKG_VERSION")).to_owned()));
+    let outgoing = svc_http::Outgoing {
+        method: match method {
+            Method::Get => svc_http::Method::Get,
+            Method::Post => svc_http::Method::Post,
+        },
+        url: url.as_str(),
+        content_type: body.is_some().then_some("application/json"),
+        accept: Some("application/json"),
+        headers: &headers,
+        body: Bytes::from(body.unwrap_or_default()),
     };
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| unreachable(&e))?;
-    // The connection task ends with the exchange: the function drops `sender`, which closes it.
-    let driver = tokio::spawn(connection);
-    let target = match url.query() {
-        Some(query) => format!("{}?{query}", url.path()),
-        None => url.path().to_owned(),
-    };
-    let authority = match url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.clone(),
-    };
-    let method = match request.method {
-        Method::Get => hyper::Method::GET,
-        Method::Post => hyper::Method::POST,
-    };
-    let mut builder = hyper::Request::builder()
-        .method(method)
-        .uri(target)
-        .header("host", authority)
-        .header("accept", "application/json")
-        .header("user-agent", concat!("svc-tools/", env!("CARGO_PKG_VERSION")));
-    if request.body.is_some() {
-        builder = builder.header("content-type", "application/json");
-    }
-    for (name, value) in &request.headers {
-        builder = builder.header(name.as_str(), value.as_str());
-    }
-    let body = Full::new(Bytes::from(request.body.unwrap_or_default()));
-    let http_request = builder.body(body).map_err(|e| unreachable(&e))?;
-    let response = sender.send_request(http_request).await.map_err(|e| unreachable(&e))?;
+    let (response, driver) = svc_http::send(outgoing, svc_http::tls_config()).await.map_err(ToolError::Unreachable)?;
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         driver.abort();
