@@ -14,6 +14,8 @@ pub const CALL_STATUS: &str = "sip.callStatus";
 pub const PHONE_NUMBER: &str = "sip.phoneNumber";
 /// Our number on the trunk: the caller number presented.
 pub const TRUNK_PHONE_NUMBER: &str = "sip.trunkPhoneNumber";
+/// The outbound trunk's id, for calls placed through LiveKit's SIP API.
+pub const TRUNK_ID: &str = "sip.trunkID";
 
 /// `sip.callStatus` values (LiveKit's: `dialing`, `ringing`, `active`, `hangup`; LiveKit's
 /// `automation`, for DTMF sent before the call counts as active, is not used).

@@ -39,9 +39,10 @@
 pub mod attributes;
 mod call;
 pub mod mixer;
+pub mod room_api;
 pub mod router;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -128,6 +129,26 @@ pub struct DialRequest {
     pub phone_number: String,
     /// The number to present; `None`: the configured one.
     pub caller_number: Option<String>,
+    /// Who the phone is in the room; the default: `sip-<dial_id>`, named by its number.
+    pub participant: PhoneParticipant,
+}
+
+/// How the phone appears in the room, when its dialer says more than the defaults (LiveKit's
+/// `CreateSIPParticipant` does: [`room_api`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhoneParticipant {
+    /// The identity; `None`: `sip-<dial_id>`.
+    pub identity: Option<String>,
+    /// The name; `None`: the number dialled.
+    pub name: Option<String>,
+    /// Metadata.
+    pub metadata: String,
+    /// Attributes besides the `sip.*` ones the call sets (which win).
+    pub attributes: BTreeMap<String, String>,
+    /// The `sip.trunkID` attribute, when the dial names a trunk.
+    pub trunk_id: Option<String>,
+    /// Leave `sip.phoneNumber` and `sip.trunkPhoneNumber` out (and name it `Phone`).
+    pub hide_phone_number: bool,
 }
 
 /// Who ended an answered call.
@@ -241,7 +262,7 @@ impl PartialEq for HangupHandle {
 pub struct PhoneCall {
     /// The dial's id.
     pub dial_id: String,
-    /// The SIP participant's identity: `sip-<dial_id>`.
+    /// The SIP participant's identity: `sip-<dial_id>` unless the dial named one.
     pub identity: String,
     /// The SIP Call-ID.
     pub call_id: CallId,
@@ -419,15 +440,9 @@ impl PhoneService {
             hangup_quietly(&inner.client, &call_id).await;
             return Err(PhoneError::AtCapacity);
         }
-        let identity = participant_identity(&request.dial_id);
         let trunk_number = request.caller_number.clone().unwrap_or_else(|| inner.config.caller_number.clone());
-        let options = svc_room::LocalJoinOptions {
-            identity: identity.clone(),
-            name: request.phone_number.clone(),
-            kind: svc_room::ParticipantKind::Sip,
-            metadata: String::new(),
-            attributes: attributes::initial(&request.dial_id, &call_id.0, &request.phone_number, &trunk_number),
-        };
+        let options = join_options(&request, &call_id, &trunk_number);
+        let identity = options.identity.clone();
         let participant = match inner.room.join_local(&request.room_name, options).await {
             Ok(participant) => participant,
             Err(error) => {
@@ -479,6 +494,34 @@ impl PhoneService {
             return Ok((rtp, rtcp));
         }
         Err(PhoneError::NoRtpPort)
+    }
+}
+
+/// How a dial's phone joins its room: the participant's identity, name and metadata, and the
+/// `sip.*` attributes over the dialer's own.
+fn join_options(request: &DialRequest, call_id: &CallId, trunk_number: &str) -> svc_room::LocalJoinOptions {
+    let participant = &request.participant;
+    let mut attributes = participant.attributes.clone();
+    let mut sip = attributes::initial(&request.dial_id, &call_id.0, &request.phone_number, trunk_number);
+    if participant.hide_phone_number {
+        sip.remove(attributes::PHONE_NUMBER);
+        sip.remove(attributes::TRUNK_PHONE_NUMBER);
+    }
+    if let Some(trunk_id) = &participant.trunk_id {
+        sip.insert(attributes::TRUNK_ID.to_owned(), trunk_id.clone());
+    }
+    attributes.extend(sip);
+    let name = match &participant.name {
+        Some(name) if !name.is_empty() => name.clone(),
+        _ if participant.hide_phone_number => "Phone".to_owned(),
+        _ => request.phone_number.clone(),
+    };
+    svc_room::LocalJoinOptions {
+        identity: participant.identity.clone().unwrap_or_else(|| participant_identity(&request.dial_id)),
+        name,
+        kind: svc_room::ParticipantKind::Sip,
+        metadata: participant.metadata.clone(),
+        attributes,
     }
 }
 

@@ -93,6 +93,7 @@ async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
         dial_id: "dial-1".into(),
         phone_number: peer.number.clone(),
         caller_number: None,
+        participant: Default::default(),
     };
     let mut call = phone.dial(request).await.expect("dial");
     assert_eq!(call.identity, "sip-dial-1");

@@ -51,6 +51,7 @@ fn request(dial_id: &str) -> DialRequest {
         dial_id: dial_id.into(),
         phone_number: "+15550199".into(),
         caller_number: None,
+        participant: Default::default(),
     }
 }
 
@@ -129,6 +130,54 @@ async fn hanging_up_while_it_rings_cancels() {
     assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "canceled".into(), status: Some(487) });
     let statuses = watch_statuses(&mut s.agent, "sip-cancel").await;
     assert_eq!(statuses, ["dialing", "ringing", "hangup"]);
+    s.shutdown.cancel();
+    timeout(WAIT, s.phone.closed()).await.expect("stops");
+    s.room.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_livekit_api_call_that_rings_out_is_no_answer_and_its_phone_is_as_asked() {
+    use svc_room::{SipDial, SipDialError, SipDialer};
+    let mut s = setup(32_180..=32_199, Duration::from_secs(30)).await;
+    let trunk_id = s.phone.outbound_trunk().id;
+    let dial = SipDial {
+        room: ROOM.into(),
+        call_id: "SCL_test".into(),
+        trunk_id: trunk_id.clone(),
+        number: "+15550199".into(),
+        caller_number: None,
+        identity: "caller".into(),
+        name: String::new(),
+        metadata: "m".into(),
+        attributes: [("crm.id".to_owned(), "7".to_owned())].into(),
+        hide_phone_number: true,
+        ringing_timeout: Some(Duration::from_millis(500)),
+        max_call_duration: None,
+        wait_until_answered: true,
+    };
+    let dialing = tokio::spawn(SipDialer::dial(&s.phone, dial));
+    let (invite, ua) = receive_request(&s.trunk, Method::Invite).await;
+    send(&s.trunk, response(&invite, 180, Some("b"), vec![contact_header("b")], None), ua).await;
+    // The phone as the API asked: its identity, metadata and attributes, the number hidden.
+    let joined = loop {
+        match timeout(WAIT, s.agent.next_event()).await.expect("room events").expect("event") {
+            RoomEvent::ParticipantJoined(p) if p.identity == "caller" => break p,
+            _ => {}
+        }
+    };
+    assert_eq!((joined.kind, joined.name.as_str(), joined.metadata.as_str()), (ParticipantKind::Sip, "Phone", "m"));
+    let attribute = |key: &str| joined.attributes.get(key).map(String::as_str);
+    assert_eq!((attribute("sip.callID"), attribute("sip.trunkID")), (Some("SCL_test"), Some(trunk_id.as_str())));
+    assert_eq!(
+        (attribute("crm.id"), attribute("sip.phoneNumber"), attribute("sip.trunkPhoneNumber")),
+        (Some("7"), None, None)
+    );
+    // Nobody answers: the ringing timeout cancels, and the waiting caller hears "no answer".
+    let (cancel, ua) = receive_request(&s.trunk, Method::Cancel).await;
+    send(&s.trunk, response(&cancel, 200, Some("b"), vec![], None), ua).await;
+    send(&s.trunk, response(&invite, 487, Some("b"), vec![], None), ua).await;
+    let answered = timeout(WAIT, dialing).await.expect("the dial answers").expect("task");
+    assert_eq!(answered, Err(SipDialError::NoAnswer));
     s.shutdown.cancel();
     timeout(WAIT, s.phone.closed()).await.expect("stops");
     s.room.shutdown().await;

@@ -4,7 +4,8 @@
 //! - [`RoomServer`]: the signal server (`/rtc`, v0 protocol, binary protobuf over WebSocket),
 //!   WebRTC through str0m (ICE-lite on one UDP port per host address, DTLS, SCTP data channels,
 //!   Opus audio forwarded between participants: an audio SFU), and the room registry.
-//! - LiveKit's server API (`twirp`): `RoomService` over Twirp, for the official server SDKs;
+//! - LiveKit's server API (`twirp`): `RoomService`, `AgentDispatchService` and `SIP` (over a
+//!   [`SipDialer`] the server installs) over Twirp, for the official server SDKs;
 //!   and its webhooks (`webhook`): the rooms' events POSTed, signed, to configured URLs.
 //! - [`LocalParticipant`]: the in-process participant API the session runtime uses to sit in a
 //!   room without a WebRTC hop.
@@ -27,6 +28,7 @@ mod server;
 mod signal;
 #[cfg(test)]
 mod sim;
+mod sip;
 pub mod token;
 mod twirp;
 mod udp;
@@ -42,5 +44,6 @@ pub use model::{
     DataMessage, LeaveReason, Participant, ParticipantKind, RemoteAudioFrame, RoomEvent, TrackPublication,
 };
 pub use server::{LocalJoinOptions, RoomError, RoomServer, RoomServerConfig};
-pub use token::{RoomCredentials, RoomGrant, RoomToken, RoomTokenError};
+pub use sip::{SipDial, SipDialError, SipDialer, SipTrunk};
+pub use token::{RoomCredentials, RoomGrant, RoomToken, RoomTokenError, SipGrant};
 pub use webhook::WebhookConfig;

@@ -22,6 +22,7 @@ use crate::ids::Ids;
 use crate::local::{LocalParticipant, LocalShared};
 use crate::model::{LeaveReason, ParticipantKind};
 use crate::signal::RoomLink;
+use crate::sip::SipDialer;
 use crate::token::RoomCredentials;
 use crate::udp::{RoomId, UdpMux};
 use crate::wall_clock::unix_ms;
@@ -129,6 +130,9 @@ struct Inner {
     webhook_drain: CancellationToken,
     /// Agent dispatch and the agent workers (`/agent`).
     agents: AgentDispatch,
+    /// What `livekit.SIP` dials through, once the server's phone service installed it; taken at
+    /// shutdown (the dialer holds this server: the pair would otherwise keep each other alive).
+    sip: Mutex<Option<Arc<dyn SipDialer>>>,
 }
 
 /// The embedded LiveKit-compatible room server. Cheap to clone.
@@ -146,6 +150,16 @@ impl std::fmt::Debug for RoomServer {
 static CRYPTO: Once = Once::new();
 
 impl RoomServer {
+    /// Installs the dialer behind LiveKit's SIP service (`CreateSIPParticipant`); until then
+    /// `livekit.SIP` answers that dial-out is not configured. A second call replaces the first.
+    pub fn set_sip_dialer(&self, dialer: Arc<dyn SipDialer>) {
+        *self.inner.sip.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dialer);
+    }
+
+    pub(crate) fn sip_dialer(&self) -> Option<Arc<dyn SipDialer>> {
+        self.inner.sip.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// Binds the UDP sockets and starts their receive loops. Rooms are created on demand.
     pub async fn start(config: RoomServerConfig, credentials: RoomCredentials) -> Result<RoomServer, RoomError> {
         CRYPTO.call_once(|| str0m::crypto::from_feature_flags().install_process_default());
@@ -183,6 +197,7 @@ impl RoomServer {
                 webhook_tasks,
                 webhook_drain,
                 agents,
+                sip: Mutex::new(None),
             }),
         })
     }
@@ -430,6 +445,7 @@ impl RoomServer {
     /// loops, then gives the webhooks the rooms queued as they closed their last chance
     /// ([`WebhookConfig::drain_for`]); returns when every task has ended.
     pub async fn shutdown(&self) {
+        self.inner.sip.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
         self.inner.tasks.wait().await;

@@ -65,6 +65,23 @@ pub struct RoomGrant {
     pub room_admin: bool,
 }
 
+/// The `sip` grant: LiveKit's SIP service (`livekit.SIP/*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SipGrant {
+    /// May manage trunks and dispatch rules (and list them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub admin: bool,
+    /// May place calls (`CreateSIPParticipant`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub call: bool,
+}
+
+impl SipGrant {
+    fn is_empty(&self) -> bool {
+        !self.admin && !self.call
+    }
+}
+
 /// The claims of a room access token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoomToken {
@@ -93,6 +110,9 @@ pub struct RoomToken {
     /// Room grant.
     #[serde(default)]
     pub video: RoomGrant,
+    /// SIP grant (server API callers of `livekit.SIP`).
+    #[serde(default, skip_serializing_if = "SipGrant::is_empty")]
+    pub sip: SipGrant,
     /// How the room is set up if this join creates it (LiveKit's `roomConfig`: timeouts, the
     /// participant cap, metadata, agents to dispatch).
     #[serde(default, rename = "roomConfig", skip_serializing_if = "Option::is_none")]
@@ -184,6 +204,7 @@ impl RoomCredentials {
                 ..RoomGrant::default()
             },
             room_config: None,
+            sip: SipGrant::default(),
         })
     }
 
@@ -201,6 +222,7 @@ impl RoomCredentials {
             attributes: BTreeMap::new(),
             video: grant,
             room_config: None,
+            sip: SipGrant::default(),
         })
     }
 

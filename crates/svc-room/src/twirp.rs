@@ -7,7 +7,9 @@
 //! `PerformRpc` (the room's RPC bookkeeping with the server as caller, `crate::rpc::perform`),
 //! `RemoveParticipant`, `UpdateParticipant`, `UpdateSubscriptions`, `MutePublishedTrack`,
 //! `UpdateRoomMetadata`, `SendData` (the room's side of the last six: `core::admin`). `AgentDispatchService`:
-//! `CreateDispatch`, `DeleteDispatch`, `ListDispatch` (`crate::agents`). Every other LiveKit
+//! `CreateDispatch`, `DeleteDispatch`, `ListDispatch` (`crate::agents`). `SIP`:
+//! `CreateSIPParticipant` over the installed dialer (`crate::sip`), its one outbound trunk
+//! (`ListSIPOutboundTrunk`, `GetSIPOutboundTrunk`) and empty inbound lists. Every other LiveKit
 //! service answers `unimplemented`.
 
 use std::time::Duration;
@@ -28,7 +30,8 @@ use crate::agents::dispatcher::MAX_DISPATCHES_PER_ROOM;
 use crate::core::{AdminAnswer, AdminCommand, AdminError, RoomOptions};
 use crate::model::LeaveReason;
 use crate::server::RoomServer;
-use crate::token::RoomGrant;
+use crate::sip::{SipDial, SipRefusal, trunk_info};
+use crate::token::{RoomGrant, RoomToken};
 
 /// Largest request body accepted: the largest legitimate one (`SendData`) carries at most
 /// 64 KiB of data (LiveKit's own limit is near that).
@@ -53,11 +56,13 @@ pub(crate) fn router(server: RoomServer) -> Router {
 struct TwirpError {
     code: &'static str,
     msg: String,
+    /// Twirp's `meta`: string pairs a caller can branch on (a failed call's SIP status).
+    meta: Vec<(&'static str, String)>,
 }
 
 impl TwirpError {
     fn new(code: &'static str, msg: impl Into<String>) -> TwirpError {
-        TwirpError { code, msg: msg.into() }
+        TwirpError { code, msg: msg.into(), meta: Vec::new() }
     }
 
     fn status(&self) -> StatusCode {
@@ -66,7 +71,8 @@ impl TwirpError {
             "unauthenticated" => StatusCode::UNAUTHORIZED,
             "permission_denied" => StatusCode::FORBIDDEN,
             "not_found" | "bad_route" => StatusCode::NOT_FOUND,
-            "already_exists" => StatusCode::CONFLICT,
+            "already_exists" | "aborted" => StatusCode::CONFLICT,
+            "out_of_range" => StatusCode::BAD_REQUEST,
             "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
             "deadline_exceeded" => StatusCode::REQUEST_TIMEOUT,
             "failed_precondition" => StatusCode::PRECONDITION_FAILED,
@@ -79,8 +85,15 @@ impl TwirpError {
 
 impl IntoResponse for TwirpError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({"code": self.code, "msg": self.msg}).to_string();
-        let mut response = (self.status(), body).into_response();
+        let status = self.status();
+        let mut body = serde_json::json!({"code": self.code, "msg": self.msg});
+        if !self.meta.is_empty() {
+            let meta: serde_json::Map<String, serde_json::Value> =
+                self.meta.into_iter().map(|(key, value)| (key.to_owned(), value.into())).collect();
+            body["meta"] = meta.into();
+        }
+        let body = body.to_string();
+        let mut response = (status, body).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         response
     }
@@ -146,6 +159,7 @@ async fn call(
     let result = match (service.as_str(), method.as_str()) {
         ("livekit.RoomService", method) => room_service(&server, method, &headers, encoding, &body).await,
         ("livekit.AgentDispatchService", method) => dispatch_service(&server, method, &headers, encoding, &body).await,
+        ("livekit.SIP", method) => sip_service(&server, method, &headers, encoding, &body).await,
         (service, method) if LIVEKIT_SERVICES.contains(&service) => {
             Err(TwirpError::new("unimplemented", format!("{service}/{method} is not implemented by svc's room")))
         }
@@ -155,7 +169,7 @@ async fn call(
 }
 
 /// LiveKit's other services: a call to one is a known gap (`unimplemented`), not a bad route.
-const LIVEKIT_SERVICES: &[&str] = &["livekit.SIP", "livekit.Egress", "livekit.Ingress", "livekit.Connector"];
+const LIVEKIT_SERVICES: &[&str] = &["livekit.Egress", "livekit.Ingress", "livekit.Connector"];
 
 /// `AgentDispatchService`: `roomAdmin` for the room, as LiveKit checks it.
 async fn dispatch_service(
@@ -202,6 +216,99 @@ async fn dispatch_service(
             Ok(encoding.answer(&proto::ListAgentDispatchResponse { agent_dispatches }))
         }
         method => Err(TwirpError::new("bad_route", format!("no such method: AgentDispatchService/{method}"))),
+    }
+}
+
+/// `SIP`: calls with the `sip.call` grant, trunks and rules with `sip.admin`, as LiveKit checks
+/// them. svc has one outbound trunk (its configuration's) and no inbound side.
+async fn sip_service(
+    server: &RoomServer,
+    method: &str,
+    headers: &HeaderMap,
+    encoding: Encoding,
+    body: &[u8],
+) -> Result<Response, TwirpError> {
+    let grant = authorize_claims(server, headers)?.sip;
+    let Some(dialer) = server.sip_dialer() else {
+        return Err(TwirpError::new(
+            "failed_precondition",
+            "phone dial-out is not configured on this server (svc serve --sip-trunk …)",
+        ));
+    };
+    let trunk = dialer.outbound_trunk();
+    match method {
+        "CreateSIPParticipant" => {
+            require(grant.call, "sip.call")?;
+            let request: proto::CreateSipParticipantRequest = encoding.decode(body)?;
+            check_room_name(&request.room_name)?;
+            let call_id = crate::ids::Ids::from_entropy().prefixed("SCL_");
+            let dial = SipDial::from_livekit(request, &trunk, call_id).map_err(TwirpError::from)?;
+            let (room, identity, call_id) = (dial.room.clone(), dial.identity.clone(), dial.call_id.clone());
+            dialer.dial(dial).await.map_err(|error| TwirpError::from(error.twirp()))?;
+            // The participant's sid, as the room knows it (it may already have hung up).
+            let participant_id = server
+                .describe_room(&room)
+                .await
+                .and_then(|description| description.participants.into_iter().find(|p| p.identity == identity))
+                .map(|participant| participant.sid)
+                .unwrap_or_default();
+            let info = proto::SipParticipantInfo {
+                participant_id,
+                participant_identity: identity,
+                room_name: room,
+                sip_call_id: call_id,
+            };
+            Ok(encoding.answer(&info))
+        }
+        "ListSIPOutboundTrunk" => {
+            require(grant.admin, "sip.admin")?;
+            let request: proto::ListSipOutboundTrunkRequest = encoding.decode(body)?;
+            let listed = (request.trunk_ids.is_empty() || request.trunk_ids.contains(&trunk.id))
+                && (request.numbers.is_empty() || request.numbers.iter().any(|number| trunk.numbers.contains(number)));
+            let items = if listed { vec![trunk_info(&trunk)] } else { Vec::new() };
+            Ok(encoding.answer(&proto::ListSipOutboundTrunkResponse { items }))
+        }
+        "GetSIPOutboundTrunk" => {
+            require(grant.admin, "sip.admin")?;
+            let request: proto::GetSipOutboundTrunkRequest = encoding.decode(body)?;
+            if request.sip_trunk_id != trunk.id {
+                return Err(TwirpError::new("not_found", format!("no outbound trunk {:?}", request.sip_trunk_id)));
+            }
+            Ok(encoding.answer(&proto::GetSipOutboundTrunkResponse { trunk: Some(trunk_info(&trunk)) }))
+        }
+        // svc takes no inbound calls: nothing to list.
+        "ListSIPInboundTrunk" => {
+            require(grant.admin, "sip.admin")?;
+            let _: proto::ListSipInboundTrunkRequest = encoding.decode(body)?;
+            Ok(encoding.answer(&proto::ListSipInboundTrunkResponse { items: Vec::new() }))
+        }
+        "ListSIPDispatchRule" => {
+            require(grant.admin, "sip.admin")?;
+            let _: proto::ListSipDispatchRuleRequest = encoding.decode(body)?;
+            Ok(encoding.answer(&proto::ListSipDispatchRuleResponse { items: Vec::new() }))
+        }
+        "CreateSIPOutboundTrunk"
+        | "UpdateSIPOutboundTrunk"
+        | "DeleteSIPTrunk"
+        | "CreateSIPInboundTrunk"
+        | "UpdateSIPInboundTrunk"
+        | "CreateSIPDispatchRule"
+        | "UpdateSIPDispatchRule"
+        | "DeleteSIPDispatchRule"
+        | "CreateSIPTrunk"
+        | "ListSIPTrunk" => Err(TwirpError::new(
+            "unimplemented",
+            format!("livekit.SIP/{method}: svc's trunk comes from its configuration and it takes no inbound calls"),
+        )),
+        method => {
+            Err(TwirpError::new("unimplemented", format!("livekit.SIP/{method} is not implemented by svc's room")))
+        }
+    }
+}
+
+impl From<SipRefusal> for TwirpError {
+    fn from(refusal: SipRefusal) -> TwirpError {
+        TwirpError { code: refusal.code, msg: refusal.msg, meta: refusal.meta }
     }
 }
 
@@ -399,17 +506,18 @@ fn rpc_failure(error: &crate::local::RpcError) -> TwirpError {
     TwirpError::new(code, format!("rpc error {}: {}", error.code, error.message))
 }
 
-/// The verified grant of the request's bearer token.
+/// The verified `video` grant of the request's bearer token.
 fn authorize(server: &RoomServer, headers: &HeaderMap) -> Result<RoomGrant, TwirpError> {
+    authorize_claims(server, headers).map(|claims| claims.video)
+}
+
+/// The verified claims of the request's bearer token.
+fn authorize_claims(server: &RoomServer, headers: &HeaderMap) -> Result<RoomToken, TwirpError> {
     let value = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).unwrap_or("");
     let Some(token) = value.strip_prefix("Bearer ").map(str::trim).filter(|token| !token.is_empty()) else {
         return Err(TwirpError::new("unauthenticated", "authorization required"));
     };
-    server
-        .credentials()
-        .verify_server_api(token)
-        .map(|claims| claims.video)
-        .map_err(|error| TwirpError::new("unauthenticated", error.to_string()))
+    server.credentials().verify_server_api(token).map_err(|error| TwirpError::new("unauthenticated", error.to_string()))
 }
 
 fn require(granted: bool, grant: &str) -> Result<(), TwirpError> {

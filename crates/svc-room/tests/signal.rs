@@ -14,6 +14,7 @@ use livekit_protocol as proto;
 use prost::Message as _;
 use svc_room::{
     LeaveReason, LocalJoinOptions, ParticipantKind, RoomCredentials, RoomEvent, RoomGrant, RoomServer, RoomToken,
+    SipGrant,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -56,6 +57,7 @@ impl Harness {
             attributes: BTreeMap::new(),
             video: RoomGrant { room_join: true, room: room.into(), ..Default::default() },
             room_config: None,
+            sip: SipGrant::default(),
         };
         edit(&mut claims);
         self.credentials.mint(claims).expect("mint")

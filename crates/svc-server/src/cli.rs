@@ -370,6 +370,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 .await
                 .context("starting phone dial-out (--sip-trunk)")?;
             tracing::info!(trunk = %phone_config.trunk_uri, sip = %phone.sip_addr(), "phone dial-out is ready");
+            // LiveKit's SIP API on the room (`CreateSIPParticipant`) dials through it too.
+            room.set_sip_dialer(std::sync::Arc::new(phone.clone()));
             Some(phone)
         }
         None => {

@@ -313,6 +313,7 @@ impl Runtime {
                 dial_id: request.dial_id.clone(),
                 phone_number: request.phone_number.clone(),
                 caller_number: Some(caller_number.clone()),
+                participant: Default::default(),
             })
             .await?;
         tracing::info!(session.id = %request.session_id, dial.id = %request.dial_id, "dial placed");

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::dispatcher::{AgentGrant, DispatchOutput, Dispatcher, RegisterError};
 use crate::ids::Ids;
-use crate::token::{RoomCredentials, RoomGrant, RoomToken};
+use crate::token::{RoomCredentials, RoomGrant, RoomToken, SipGrant};
 use crate::wall_clock::unix_seconds;
 
 /// Commands queued for the dispatcher.
@@ -274,6 +274,7 @@ impl Shell {
                 ..RoomGrant::default()
             },
             room_config: None,
+            sip: SipGrant::default(),
         })
     }
 }
