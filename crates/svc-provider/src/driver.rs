@@ -6,6 +6,12 @@
 //! The task ends when the codec is closed, when the runtime drops its handle (treated as
 //! [`ProviderInput::Close`]) or when the shutdown token fires; every socket and HTTP task it
 //! started ends with it.
+//!
+//! A stalled upstream is a dropped one ([`Liveness`]): while connected the task pings every few
+//! seconds and gives the socket up when nothing at all (a pong included) has come for longer than
+//! the bound, or when the provider takes no bytes for as long (a send that cannot finish would
+//! otherwise hold the task, and with it the session, forever). The codec then handles it as any
+//! drop without a close frame (1006): reconnect, resume or reseed, replay the held audio.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,6 +48,28 @@ const READ_BUFFER_BYTES: usize = 16 << 10;
 /// How long one connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How the task tells a live upstream from a stalled one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    /// A WebSocket ping goes out this often while connected (RFC 6455 peers answer with a pong).
+    pub ping_every: Duration,
+    /// Nothing received for this long (no message, no pong): the upstream is gone.
+    pub silent_for: Duration,
+    /// One send (a frame, a ping) not taken by the socket within this: the upstream is gone.
+    pub send_within: Duration,
+}
+
+impl Liveness {
+    /// svc's bounds: a ping every 3 s, gone after 10 s of silence or a send stuck for 10 s. A
+    /// reply stalls at most that long before the session reconnects (`reconnecting` reaches the
+    /// client); a quiet but healthy upstream answers every ping.
+    pub const DEFAULT: Liveness = Liveness {
+        ping_every: Duration::from_secs(3),
+        silent_for: Duration::from_secs(10),
+        send_within: Duration::from_secs(10),
+    };
+}
+
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type Connecting = Pin<Box<dyn Future<Output = Result<Socket, ConnectFailure>> + Send>>;
 
@@ -68,6 +96,17 @@ pub fn spawn_recorded(
     shutdown: CancellationToken,
     recorder: Option<Recorder>,
 ) -> ProviderSession {
+    spawn_with_liveness(codec, tls, shutdown, recorder, Liveness::DEFAULT)
+}
+
+/// As [`spawn_recorded`], telling a stalled upstream by `liveness` (tests shorten the bounds).
+pub fn spawn_with_liveness(
+    codec: Box<dyn Codec>,
+    tls: Arc<rustls::ClientConfig>,
+    shutdown: CancellationToken,
+    recorder: Option<Recorder>,
+    liveness: Liveness,
+) -> ProviderSession {
     let (input_tx, input_rx) = mpsc::channel(INPUT_CAPACITY);
     let (event_tx, event_rx) = mpsc::channel(EVENT_CAPACITY);
     let (handle_tx, handle_rx) = watch::channel(None);
@@ -84,6 +123,9 @@ pub fn spawn_recorded(
         tls,
         shutdown: shutdown.clone(),
         recorder,
+        liveness,
+        heard_at: Instant::now(),
+        next_ping: Instant::now(),
     };
     let task = tokio::spawn(driver.run());
     ProviderSession { input: input_tx, events: event_rx, resumption_handle: handle_rx, shutdown, task }
@@ -102,6 +144,11 @@ struct Driver {
     tls: Arc<rustls::ClientConfig>,
     shutdown: CancellationToken,
     recorder: Option<Recorder>,
+    liveness: Liveness,
+    /// When the socket last gave anything (its opening included).
+    heard_at: Instant,
+    /// When the next ping goes out.
+    next_ping: Instant,
 }
 
 impl Driver {
@@ -139,6 +186,8 @@ impl Driver {
                     match result {
                         Ok(socket) => {
                             self.socket = Some(socket);
+                            self.heard_at = Instant::now();
+                            self.next_ping = self.heard_at + self.liveness.ping_every;
                             if let Some(recorder) = &self.recorder {
                                 recorder.connected(now);
                             }
@@ -154,6 +203,7 @@ impl Driver {
                 }
                 message = next_message(&mut self.socket) => {
                     let now = self.now();
+                    self.heard_at = Instant::now();
                     match message {
                         // A message is JSON in either frame type: Gemini sends binary frames,
                         // the others text; the codec reads the payload's bytes either way.
@@ -218,12 +268,46 @@ impl Driver {
                     let now = self.now();
                     self.codec.handle_timeout(now);
                 }
+                () = sleep_until(Some(self.next_ping)), if self.socket.is_some() => self.keep_alive().await,
             }
         }
         if let Some(mut socket) = self.socket.take() {
             close_normally(&mut socket).await;
         }
         self.http_tasks.shutdown().await;
+    }
+
+    /// The ping timer: gives up a socket silent for too long, else pings it.
+    async fn keep_alive(&mut self) {
+        let silent = self.heard_at.elapsed();
+        self.next_ping = Instant::now() + self.liveness.ping_every;
+        if silent >= self.liveness.silent_for {
+            self.socket = None;
+            let now = self.now();
+            let reason = format!("stalled: nothing from the provider for {} ms", silent.as_millis());
+            tracing::warn!(%reason, "provider link stalled");
+            self.upstream_gone(now, &reason);
+            return;
+        }
+        self.send(Message::Ping(Default::default())).await;
+    }
+
+    /// Sends one message, bounded by [`Liveness::send_within`]; a failure or a send that cannot
+    /// finish loses the socket (the codec hears of it as a drop).
+    async fn send(&mut self, message: Message) {
+        let Some(socket) = self.socket.as_mut() else {
+            // Not connected: the codec only sends when ready, so this is a frame racing a drop;
+            // the close already told (or is about to tell) the codec.
+            return;
+        };
+        let failure = match tokio::time::timeout(self.liveness.send_within, socket.send(message)).await {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("stalled: the provider took no data for {} ms", self.liveness.send_within.as_millis()),
+        };
+        self.socket = None;
+        let now = self.now();
+        self.upstream_gone(now, &failure);
     }
 
     /// The socket failed or ended without a close frame (1006).
@@ -242,19 +326,7 @@ impl Driver {
                 recorder.transmit(self.now(), &transmit);
             }
             match transmit {
-                Transmit::Text(text) => {
-                    let failed = match self.socket.as_mut() {
-                        Some(socket) => socket.send(Message::text(text)).await.err(),
-                        // Not connected: the codec only sends when ready, so this is a frame
-                        // racing a drop; the close below tells the codec.
-                        None => None,
-                    };
-                    if let Some(error) = failed {
-                        self.socket = None;
-                        let now = self.now();
-                        self.upstream_gone(now, &error.to_string());
-                    }
-                }
+                Transmit::Text(text) => self.send(Message::text(text)).await,
                 Transmit::Connect(request) => {
                     // Close the old socket first: Gemini refuses a resume while it is open (§2.2).
                     if let Some(mut old) = self.socket.take() {

@@ -338,10 +338,11 @@ fn python_caller_and_browser_responder_with_default_options() {
 
 /// LiveKit's agent dispatch on `svc serve` itself: a LiveKit Agents worker (PyPI `livekit-agents`,
 /// its own venv) registers at `/room/agent`, the PyPI server SDK (tests/interop/py/agent_dispatch.py)
-/// dispatches it at the room URL and through a join token's `roomConfig`, and its agents join.
+/// dispatches it at the room URL and through a join token's `roomConfig`, and its agents join; then
+/// a second worker's voice agent holds a spoken turn with a PyPI client.
 #[test]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
-fn a_livekit_agents_worker_on_svc_serve_takes_dispatched_jobs() {
+fn livekit_agents_workers_on_svc_serve_take_dispatched_jobs_and_hold_a_spoken_turn() {
     // The room key every `svc` these tests start uses.
     const KEY: &str = support::ROOM_API_KEY;
     const SECRET: &str = support::ROOM_API_SECRET;
@@ -377,4 +378,38 @@ fn a_livekit_agents_worker_on_svc_serve_takes_dispatched_jobs() {
     assert_eq!(report["deleted"], report["created"]["serve-room"]["id"]);
     assert!(report["room_config"]["agent"].as_str().is_some_and(|identity| identity.starts_with("agent-serve-")));
     assert_eq!(report["errors"]["wrong_secret"]["code"], "unauthenticated");
+
+    // A second worker beside the first, for another agent name: a voice agent on LiveKit Agents'
+    // OpenAI realtime plugin (pointed at svc-testkit's fake) holds a spoken turn with the PyPI
+    // client as the user, through `svc serve`'s room.
+    let fake = runtime.block_on(svc_testkit::FakeUpstream::start(svc_testkit::Flavor::OpenAi));
+    let voice_base_url = fake.openai_base_url();
+    let voice = svc_testkit::agents_worker::WorkerOptions {
+        agent_name: "voice",
+        label: "voice",
+        voice_base_url: Some(&voice_base_url),
+        ..options
+    };
+    let _voice_worker = runtime.block_on(svc_testkit::agents_worker::AgentsWorker::start(&harness.repo, voice));
+    let output = Command::new(&harness.python)
+        .arg(harness.repo.join("tests/interop/py/agent_voice_user.py"))
+        .args(["--url", &url, "--key", KEY, "--secret", SECRET, "--agent-name", "voice", "--room", "serve-voice"])
+        .arg("--speech")
+        .arg(&harness.caller_wav)
+        .output()
+        .expect("the script runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}\n{}", String::from_utf8_lossy(&output.stderr), server.log_tail(40));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    let identity = report["agent"]["identity"].as_str().expect("the voice agent joined");
+    assert!(identity.starts_with("agent-voice-"), "{report}");
+    let upstream: usize = fake.audio().iter().map(Vec::len).sum();
+    let spoke = report["spoke_seconds"].as_f64().expect("spoke");
+    assert!(upstream as f64 / 24_000.0 > spoke * 0.8, "{upstream} samples upstream for {spoke:.1} s spoken");
+    assert!(report["voiced_after_speech_seconds"].as_f64().is_some_and(|seconds| seconds > 1.0), "{report}");
+    let said = report["transcript"].as_array().into_iter().flatten().filter(|entry| entry["from"] == identity);
+    assert!(
+        said.filter_map(|entry| entry["text"].as_str()).any(|text| text.contains("How can I help you today")),
+        "{report}"
+    );
 }

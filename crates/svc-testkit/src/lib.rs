@@ -51,6 +51,7 @@
 //! ```
 
 pub mod agents_worker;
+pub mod fault_proxy;
 mod gemini;
 mod live;
 mod realtime;
@@ -338,6 +339,11 @@ impl FakeUpstream {
             let _ = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
         });
         FakeUpstream { addr, shared, shutdown }
+    }
+
+    /// Where it listens (for a [`fault_proxy::FaultProxy`] in front of it).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// Base URL in the OpenAI SDK form (`http://127.0.0.1:PORT/v1`), for `OPENAI_BASE_URL` / `XAI_BASE_URL`.
