@@ -453,9 +453,22 @@ async def typed_turn(client: Client) -> None:
     await client.wait_type("session-ended", 10)
 
 
+async def shutdown(client: Client) -> None:
+    """One typed turn (`--text`); then the server is stopped under the live session (the Rust test
+    sends SIGTERM at the `talked` mark): the session says why it ends and the room closes."""
+    await client.wait_ready()
+    mark = len(client.events)
+    await client.send({"type": "send-text", "content": client.args.text})
+    await client.wait_type("turn-complete", 15, after=mark, role="ASSISTANT")
+    client.mark("talked")
+    ended = await client.wait_type("session-ended", 30)
+    client.observations["ended"] = {k: v for k, v in ended.items() if k != "_topic"}
+    await wait_disconnected(client)
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn)
+    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn, shutdown)
 }
 
 

@@ -140,7 +140,12 @@ pub(crate) async fn serve(socket: WebSocket, shared: Arc<Shared>, index: usize, 
     loop {
         tokio::select! {
             message = stream.next() => {
-                let Some(Ok(Message::Text(text))) = message else { break };
+                let text = match message {
+                    Some(Ok(Message::Text(text))) => text,
+                    // Pings are answered by the WebSocket layer, as the real service answers them.
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    _ => break,
+                };
                 let Ok(frame) = serde_json::from_str::<Value>(text.as_str()) else { continue };
                 if !on_client(&conn, frame).await {
                     break;

@@ -133,6 +133,27 @@ impl World {
         self.server = start_server(&log, self.data_dir.path(), &self.listen, &self.server_env, &self.server_args);
     }
 
+    /// Stops `svc serve` with SIGTERM (an orderly shutdown, as a deploy or `systemctl stop` does),
+    /// waits for it to exit on its own, and starts it again on the same data directory and port.
+    /// Returns how long the shutdown took.
+    pub(crate) fn terminate_and_restart(&mut self) -> Duration {
+        let asked = Instant::now();
+        let signalled = Command::new("kill").args(["-TERM", &self.server.child.id().to_string()]).status();
+        assert!(signalled.is_ok_and(|status| status.success()), "SIGTERM sent");
+        let exited = loop {
+            if let Ok(Some(status)) = self.server.child.try_wait() {
+                break status;
+            }
+            assert!(asked.elapsed() < Duration::from_secs(30), "svc did not stop within 30 s of SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let took = asked.elapsed();
+        assert!(exited.success(), "svc exited {exited} after SIGTERM");
+        let log = self.dir.join("svc.restarted.log");
+        self.server = start_server(&log, self.data_dir.path(), &self.listen, &self.server_env, &self.server_args);
+        took
+    }
+
     /// Runs an admin command (`svc workspace …`) on the world's database.
     pub(crate) fn admin(&self, args: &[&str]) -> String {
         let output =
