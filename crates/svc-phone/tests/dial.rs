@@ -7,28 +7,17 @@ mod baresip;
 mod heard;
 mod room;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use baresip::Baresip;
 use heard::assert_heard;
 use svc_audio::analysis::speech_like_signal;
 use svc_phone::{DialProgress, DialRequest, EndedBy, PhoneConfig, PhoneService};
-use svc_room::{ParticipantKind, RemoteAudioDecoder, RoomEvent};
+use svc_room::ParticipantKind;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
 const RATE: usize = 48_000;
-
-/// What the agent saw of the SIP participant.
-#[derive(Default, Debug)]
-struct AgentView {
-    heard: Vec<i16>,
-    statuses: Vec<String>,
-    kind: Option<ParticipantKind>,
-    attributes: BTreeMap<String, String>,
-    left: bool,
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs baresip (apt-get install -y baresip)"]
@@ -43,7 +32,7 @@ async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
     file.extend(std::iter::repeat_n(0, 6 * RATE));
     let peer = Baresip::start("+15550199", &file).expect("baresip is installed (apt-get install -y baresip)");
 
-    let (room, mut agent) = room::with_agent("session-room").await;
+    let (room, agent) = room::with_agent("session-room").await;
     let voice = agent.publish_audio("agent-voice").await.expect("agent publishes");
 
     let shutdown = CancellationToken::new();
@@ -54,38 +43,7 @@ async fn baresip_and_the_agent_hear_each_other_then_the_phone_hangs_up() {
 
     // The agent listens to the SIP participant until it leaves.
     let identity = svc_phone::participant_identity("dial-1");
-    let listener = {
-        let identity = identity.clone();
-        tokio::spawn(async move {
-            let mut view = AgentView::default();
-            let mut decoder = RemoteAudioDecoder::new().expect("decoder");
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
-            while let Ok(Some(event)) = tokio::time::timeout_at(deadline, agent.next_event()).await {
-                match event {
-                    RoomEvent::ParticipantJoined(p) | RoomEvent::ParticipantUpdated { participant: p, .. }
-                        if p.identity == identity =>
-                    {
-                        view.kind = Some(p.kind);
-                        if let Some(status) = p.attributes.get("sip.callStatus")
-                            && view.statuses.last() != Some(status)
-                        {
-                            view.statuses.push(status.clone());
-                        }
-                        view.attributes = p.attributes.clone();
-                    }
-                    RoomEvent::AudioFrame(frame) if *frame.participant_identity == *identity => {
-                        decoder.decode(&frame, &mut view.heard).expect("decodes");
-                    }
-                    RoomEvent::ParticipantLeft { identity: who, .. } if who == identity => {
-                        view.left = true;
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            view
-        })
-    };
+    let listener = tokio::spawn(room::watch_participant(agent, identity.clone(), Duration::from_secs(40)));
 
     let request = DialRequest {
         room_name: "session-room".into(),

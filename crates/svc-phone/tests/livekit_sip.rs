@@ -8,10 +8,10 @@ mod baresip;
 mod heard;
 #[path = "../../svc-sip/tests/peer/mod.rs"]
 mod peer;
+mod room;
 #[path = "../../svc-room/tests/support/mod.rs"]
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use heard::assert_heard;
 use rsip::{Method, SipMessage};
 use svc_audio::analysis::speech_like_signal;
 use svc_phone::{PhoneConfig, PhoneService};
-use svc_room::{ParticipantKind, RemoteAudioDecoder, RoomEvent};
+use svc_room::ParticipantKind;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
@@ -28,16 +28,6 @@ const RATE: usize = 48_000;
 const KEY: &str = "sip-key";
 const SECRET: &str = "sip-secret-sip-secret-sip-secret-sip-secret";
 const ROOM: &str = "phone-room";
-
-/// What the in-process agent saw of the phone participant.
-#[derive(Default, Debug)]
-struct AgentView {
-    heard: Vec<i16>,
-    statuses: Vec<String>,
-    kind: Option<ParticipantKind>,
-    attributes: BTreeMap<String, String>,
-    left: bool,
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs baresip and the interop harness (scripts/interop-setup.sh)"]
@@ -52,7 +42,7 @@ async fn the_server_sdk_dials_baresip_into_a_room_and_removes_it() {
 
     let test_room = support::start_room(KEY, SECRET, Duration::from_secs(30)).await;
     let room = test_room.room.clone();
-    let mut agent = support::join_local(&room, ROOM, "agent").await;
+    let agent = support::join_local(&room, ROOM, "agent").await;
     let shutdown = CancellationToken::new();
     let trunk_uri = format!("sip:{}", peer.addr);
     let mut config = PhoneConfig::new(trunk_uri.clone(), "+15550100", "127.0.0.1:0".parse().expect("addr"));
@@ -60,35 +50,8 @@ async fn the_server_sdk_dials_baresip_into_a_room_and_removes_it() {
     let phone = PhoneService::start(config, room.clone(), shutdown.clone()).await.expect("phone service");
     room.set_sip_dialer(Arc::new(phone.clone()));
 
-    let listener = tokio::spawn(async move {
-        let mut view = AgentView::default();
-        let mut decoder = RemoteAudioDecoder::new().expect("decoder");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, agent.next_event()).await {
-            match event {
-                RoomEvent::ParticipantJoined(p) | RoomEvent::ParticipantUpdated { participant: p, .. }
-                    if p.identity == "phone-caller" =>
-                {
-                    view.kind = Some(p.kind);
-                    if let Some(status) = p.attributes.get("sip.callStatus")
-                        && view.statuses.last() != Some(status)
-                    {
-                        view.statuses.push(status.clone());
-                    }
-                    view.attributes = p.attributes.clone();
-                }
-                RoomEvent::AudioFrame(frame) if &*frame.participant_identity == "phone-caller" => {
-                    decoder.decode(&frame, &mut view.heard).expect("decodes");
-                }
-                RoomEvent::ParticipantLeft { identity, .. } if identity == "phone-caller" => {
-                    view.left = true;
-                    break;
-                }
-                _ => {}
-            }
-        }
-        view
-    });
+    let watching = room::watch_participant(agent, "phone-caller".to_owned(), Duration::from_secs(60));
+    let listener = tokio::spawn(watching);
 
     let mut script = test_room.sdk_script("sip_dial.py", KEY, SECRET);
     script.args(["--room", ROOM, "--number", &peer.number, "--talk", "6"]);

@@ -203,7 +203,7 @@ impl Driver {
                 }
                 message = next_message(&mut self.socket) => {
                     let now = self.now();
-                    self.heard_at = Instant::now();
+                    self.heard_at = Instant::from_std(now);
                     match message {
                         // A message is JSON in either frame type: Gemini sends binary frames,
                         // the others text; the codec reads the payload's bytes either way.
