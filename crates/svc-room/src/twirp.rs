@@ -30,7 +30,7 @@ use crate::agents::dispatcher::MAX_DISPATCHES_PER_ROOM;
 use crate::core::{AdminAnswer, AdminCommand, AdminError, RoomOptions};
 use crate::model::LeaveReason;
 use crate::server::RoomServer;
-use crate::sip::{SipDial, SipRefusal, trunk_info};
+use crate::sip::{SipDial, SipRefusal, SipTrunk, trunk_info};
 use crate::token::{RoomGrant, RoomToken};
 
 /// Largest request body accepted: the largest legitimate one (`SendData`) carries at most
@@ -229,18 +229,20 @@ async fn sip_service(
     body: &[u8],
 ) -> Result<Response, TwirpError> {
     let grant = authorize_claims(server, headers)?.sip;
-    let Some(dialer) = server.sip_dialer() else {
-        return Err(TwirpError::new(
-            "failed_precondition",
-            "phone dial-out is not configured on this server (svc serve --sip-trunk …)",
-        ));
-    };
-    let trunk = dialer.outbound_trunk();
+    // Without `--sip-trunk` there is no trunk to list and no call to place.
+    let dialer = server.sip_dialer();
+    let trunk = dialer.as_ref().map(|dialer| dialer.outbound_trunk());
     match method {
         "CreateSIPParticipant" => {
             require(grant.call, "sip.call")?;
             let request: proto::CreateSipParticipantRequest = encoding.decode(body)?;
             check_room_name(&request.room_name)?;
+            let (Some(dialer), Some(trunk)) = (dialer, trunk) else {
+                return Err(TwirpError::new(
+                    "failed_precondition",
+                    "phone dial-out is not configured on this server (svc serve --sip-trunk …)",
+                ));
+            };
             let call_id = crate::ids::Ids::from_entropy().prefixed("SCL_");
             let dial = SipDial::from_livekit(request, &trunk, call_id).map_err(TwirpError::from)?;
             let (room, identity, call_id) = (dial.room.clone(), dial.identity.clone(), dial.call_id.clone());
@@ -263,17 +265,20 @@ async fn sip_service(
         "ListSIPOutboundTrunk" => {
             require(grant.admin, "sip.admin")?;
             let request: proto::ListSipOutboundTrunkRequest = encoding.decode(body)?;
-            let listed = (request.trunk_ids.is_empty() || request.trunk_ids.contains(&trunk.id))
-                && (request.numbers.is_empty() || request.numbers.iter().any(|number| trunk.numbers.contains(number)));
-            let items = if listed { vec![trunk_info(&trunk)] } else { Vec::new() };
+            let listed = |trunk: &&SipTrunk| {
+                (request.trunk_ids.is_empty() || request.trunk_ids.contains(&trunk.id))
+                    && (request.numbers.is_empty()
+                        || request.numbers.iter().any(|number| trunk.numbers.contains(number)))
+            };
+            let items = trunk.iter().filter(listed).map(trunk_info).collect();
             Ok(encoding.answer(&proto::ListSipOutboundTrunkResponse { items }))
         }
         "GetSIPOutboundTrunk" => {
             require(grant.admin, "sip.admin")?;
             let request: proto::GetSipOutboundTrunkRequest = encoding.decode(body)?;
-            if request.sip_trunk_id != trunk.id {
+            let Some(trunk) = trunk.filter(|trunk| trunk.id == request.sip_trunk_id) else {
                 return Err(TwirpError::new("not_found", format!("no outbound trunk {:?}", request.sip_trunk_id)));
-            }
+            };
             Ok(encoding.answer(&proto::GetSipOutboundTrunkResponse { trunk: Some(trunk_info(&trunk)) }))
         }
         // svc takes no inbound calls: nothing to list.

@@ -174,6 +174,61 @@ async fn bad_requests_get_twirp_errors_and_json_bodies_work() {
     started.room.shutdown().await;
 }
 
+#[tokio::test]
+async fn sip_without_dial_out_lists_no_trunk_and_refuses_calls_and_its_grants_are_checked() {
+    use svc_room::{RoomGrant, RoomToken, SipGrant};
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
+    let (http, credentials) = (started.http, &started.credentials);
+    let sip_token = |sip: SipGrant| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
+        let claims = RoomToken {
+            iss: KEY.into(),
+            sub: String::new(),
+            nbf: None,
+            exp: i64::try_from(now + 600).expect("seconds"),
+            name: None,
+            kind: None,
+            metadata: None,
+            attributes: Default::default(),
+            video: RoomGrant::default(),
+            room_config: None,
+            sip,
+        };
+        credentials.mint(claims).expect("mint")
+    };
+    let admin = sip_token(SipGrant { admin: true, call: false });
+    let caller = sip_token(SipGrant { admin: false, call: true });
+    let sip = |method: &str| format!("/room/twirp/livekit.SIP/{method}");
+    let dial = br#"{"sipTrunkId":"ST_x","sipCallTo":"+15550199","roomName":"r"}"#;
+
+    // No `--sip-trunk`: nothing to list, no call to place.
+    for method in ["ListSIPOutboundTrunk", "ListSIPInboundTrunk", "ListSIPDispatchRule"] {
+        let (status, body) = support::post(http, &sip(method), "application/json", Some(&admin), b"{}").await;
+        assert_eq!(status, 200, "{method}: {}", String::from_utf8_lossy(&body));
+        let listed: Value = serde_json::from_slice(&body).expect("JSON");
+        assert!(listed.get("items").is_none_or(|items| items == &json!([])), "{method}: {listed}");
+    }
+    let (status, body) =
+        support::post(http, &sip("GetSIPOutboundTrunk"), "application/json", Some(&admin), br#"{"sipTrunkId":"ST_x"}"#)
+            .await;
+    assert_eq!((status, twirp_error(&body).as_str()), (404, "not_found"));
+    let (status, body) =
+        support::post(http, &sip("CreateSIPParticipant"), "application/json", Some(&caller), dial).await;
+    assert_eq!((status, twirp_error(&body).as_str()), (412, "failed_precondition"));
+
+    // The grants, as LiveKit checks them: `sip.call` to call, `sip.admin` for the rest.
+    let (status, body) =
+        support::post(http, &sip("CreateSIPParticipant"), "application/json", Some(&admin), dial).await;
+    assert_eq!((status, twirp_error(&body).as_str()), (403, "permission_denied"));
+    let (status, body) =
+        support::post(http, &sip("ListSIPOutboundTrunk"), "application/json", Some(&caller), b"{}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (403, "permission_denied"));
+    let (status, body) =
+        support::post(http, &sip("CreateSIPOutboundTrunk"), "application/json", Some(&admin), b"{}").await;
+    assert_eq!((status, twirp_error(&body).as_str()), (501, "unimplemented"));
+    started.room.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn the_node_server_sdk_manages_rooms_and_the_agent_sees_its_changes() {
