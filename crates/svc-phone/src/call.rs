@@ -60,7 +60,7 @@ struct Media {
 
 /// How the call ended.
 enum Outcome {
-    Failed { reason: String, status: Option<u16> },
+    Failed { reason: String, status: Option<u16>, phrase: String },
     Ended { by: EndedBy, reason: String },
 }
 
@@ -184,7 +184,7 @@ impl Call {
         if self.answered_at.is_some() {
             Outcome::Ended { by, reason: reason.to_owned() }
         } else {
-            Outcome::Failed { reason: reason.to_owned(), status: None }
+            Outcome::Failed { reason: reason.to_owned(), status: None, phrase: String::new() }
         }
     }
 
@@ -233,8 +233,8 @@ impl Call {
             // A hangup of ours before the answer is a CANCEL, which SIP reports as `canceled`
             // (the documented reason) whatever made us hang up: the session ending, shutdown.
             // A final answer that crossed our CANCEL (busy, say) says what really happened.
-            CallEventKind::Failed { status, reason, .. } => {
-                Some(Outcome::Failed { reason: reason.as_str().to_owned(), status })
+            CallEventKind::Failed { status, reason, reason_phrase } => {
+                Some(Outcome::Failed { reason: reason.as_str().to_owned(), status, phrase: reason_phrase })
             }
             CallEventKind::Ended { by, reason } => Some(match self.hanging_up {
                 Some((by, why, _)) => Outcome::Ended { by, reason: why.to_owned() },
@@ -432,9 +432,9 @@ impl Call {
         }
         lock(&self.cx.router).unregister(&self.cx.call_id);
         let progress = match outcome {
-            Outcome::Failed { reason, status } => {
-                tracing::info!(reason, ?status, "call failed");
-                DialProgress::Failed { reason, status }
+            Outcome::Failed { reason, status, phrase } => {
+                tracing::info!(reason, ?status, phrase, "call failed");
+                DialProgress::Failed { reason, status, phrase }
             }
             Outcome::Ended { by, reason } => {
                 let answered_for = self.answered_at.map(|at| at.elapsed()).unwrap_or_default();

@@ -174,6 +174,8 @@ pub enum DialProgress {
         reason: String,
         /// The SIP final response, when one came.
         status: Option<u16>,
+        /// Its reason phrase as the far end sent it (`Busy Here`; empty when none came).
+        phrase: String,
     },
     /// An answered call is over; the participant has left the room. Final.
     Ended {

@@ -100,8 +100,8 @@ async fn watch(
                     }
                     deadline = limits.talking.map(|talking| (Instant::now() + talking, "max_call_duration"));
                 }
-                Some(DialProgress::Failed { reason, status }) => {
-                    let error = if rang_out { SipDialError::NoAnswer } else { not_answered(&reason, status) };
+                Some(DialProgress::Failed { reason, status, phrase }) => {
+                    let error = if rang_out { SipDialError::NoAnswer } else { not_answered(&reason, status, phrase) };
                     tracing::info!(%error, "the phone did not answer");
                     if let Some(answered) = answered.take() {
                         // As above: only a waiting caller listens.
@@ -129,11 +129,13 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// A failed dial in the API's terms: the far end's final status when it sent one.
-fn not_answered(reason: &str, status: Option<u16>) -> SipDialError {
+/// A failed dial in the API's terms: the far end's final status and its reason phrase (svc's
+/// slug when it sent none) when it answered.
+fn not_answered(reason: &str, status: Option<u16>, phrase: String) -> SipDialError {
     match status {
         Some(status) if status >= 300 => {
-            SipDialError::Rejected { status, reason: reason_phrase(status).unwrap_or(reason).to_owned() }
+            let reason = if phrase.is_empty() { reason.to_owned() } else { phrase };
+            SipDialError::Rejected { status, reason }
         }
         _ if reason == svc_sip::FailReason::NoAnswer.as_str() => SipDialError::NoAnswer,
         _ => SipDialError::Failed(reason.to_owned()),
@@ -148,48 +150,6 @@ fn dial_error(error: PhoneError) -> SipDialError {
         }
         error => SipDialError::Unavailable(error.to_string()),
     }
-}
-
-/// The standard reason phrase of a final SIP status (RFC 3261 §21 and its successors), for the
-/// API's `sip_status`.
-fn reason_phrase(status: u16) -> Option<&'static str> {
-    Some(match status {
-        300 => "Multiple Choices",
-        301 => "Moved Permanently",
-        302 => "Moved Temporarily",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        407 => "Proxy Authentication Required",
-        408 => "Request Timeout",
-        410 => "Gone",
-        415 => "Unsupported Media Type",
-        416 => "Unsupported URI Scheme",
-        480 => "Temporarily Unavailable",
-        481 => "Call/Transaction Does Not Exist",
-        482 => "Loop Detected",
-        483 => "Too Many Hops",
-        484 => "Address Incomplete",
-        485 => "Ambiguous",
-        486 => "Busy Here",
-        487 => "Request Terminated",
-        488 => "Not Acceptable Here",
-        491 => "Request Pending",
-        500 => "Server Internal Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Server Time-out",
-        600 => "Busy Everywhere",
-        603 => "Decline",
-        604 => "Does Not Exist Anywhere",
-        606 => "Not Acceptable",
-        _ => return None,
-    })
 }
 
 /// The trunk's id: `ST_` and twelve base-36 digits of the FNV-1a hash of its URI, so the same
@@ -234,11 +194,15 @@ mod tests {
 
     #[test]
     fn failures_keep_the_far_ends_status() {
-        assert_eq!(not_answered("busy", Some(486)), SipDialError::Rejected { status: 486, reason: "Busy Here".into() });
-        assert_eq!(not_answered("no_answer", None), SipDialError::NoAnswer);
-        assert_eq!(not_answered("timeout", None), SipDialError::Failed("timeout".into()));
         assert_eq!(
-            not_answered("rejected", Some(499)),
+            not_answered("busy", Some(486), "Busy Here".into()),
+            SipDialError::Rejected { status: 486, reason: "Busy Here".into() }
+        );
+        assert_eq!(not_answered("no_answer", None, String::new()), SipDialError::NoAnswer);
+        assert_eq!(not_answered("timeout", None, String::new()), SipDialError::Failed("timeout".into()));
+        // A final answer without a phrase keeps svc's slug.
+        assert_eq!(
+            not_answered("rejected", Some(499), String::new()),
             SipDialError::Rejected { status: 499, reason: "rejected".into() }
         );
     }
@@ -254,7 +218,9 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), hangup.token.cancelled()).await.expect("hung up after ringing");
         assert_eq!(hangup.reason(), "no_answer");
         // svc-sip reports its CANCEL as the far end's 487.
-        progress_tx.send(DialProgress::Failed { reason: "canceled".into(), status: Some(487) }).await.expect("sent");
+        let canceled =
+            DialProgress::Failed { reason: "canceled".into(), status: Some(487), phrase: "Request Terminated".into() };
+        progress_tx.send(canceled).await.expect("sent");
         assert_eq!(answered.await.expect("told"), Err(SipDialError::NoAnswer));
         watcher.await.expect("watcher ends");
     }

@@ -106,7 +106,10 @@ async fn a_busy_phone_fails_the_dial_and_the_participant_leaves() {
     assert_eq!(ua, s.phone.sip_addr());
     send(&s.trunk, response(&invite, 100, None, vec![], None), ua).await;
     send(&s.trunk, response(&invite, 486, Some("b"), vec![], None), ua).await;
-    assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "busy".into(), status: Some(486) });
+    assert_eq!(
+        next_progress(&mut call).await,
+        DialProgress::Failed { reason: "busy".into(), status: Some(486), phrase: "Busy Here".into() }
+    );
     let statuses = watch_statuses(&mut s.agent, "sip-busy").await;
     assert_eq!(statuses, ["dialing", "hangup"]);
     call.finished().await;
@@ -127,7 +130,10 @@ async fn hanging_up_while_it_rings_cancels() {
     let (cancel, ua) = receive_request(&s.trunk, Method::Cancel).await;
     send(&s.trunk, response(&cancel, 200, Some("b"), vec![], None), ua).await;
     send(&s.trunk, response(&invite, 487, Some("b"), vec![], None), ua).await;
-    assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "canceled".into(), status: Some(487) });
+    assert_eq!(
+        next_progress(&mut call).await,
+        DialProgress::Failed { reason: "canceled".into(), status: Some(487), phrase: "Request Terminated".into() }
+    );
     let statuses = watch_statuses(&mut s.agent, "sip-cancel").await;
     assert_eq!(statuses, ["dialing", "ringing", "hangup"]);
     s.shutdown.cancel();
@@ -196,7 +202,10 @@ async fn the_room_closing_while_it_rings_cancels_the_dial() {
     let (cancel, ua) = receive_request(&s.trunk, Method::Cancel).await;
     send(&s.trunk, response(&cancel, 200, Some("b"), vec![], None), ua).await;
     send(&s.trunk, response(&invite, 487, Some("b"), vec![], None), ua).await;
-    assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "canceled".into(), status: Some(487) });
+    assert_eq!(
+        next_progress(&mut call).await,
+        DialProgress::Failed { reason: "canceled".into(), status: Some(487), phrase: "Request Terminated".into() }
+    );
     drop(s.agent);
     s.shutdown.cancel();
     timeout(WAIT, s.phone.closed()).await.expect("stops");
@@ -231,7 +240,10 @@ async fn a_redirect_from_the_trunk_is_not_followed() {
     let (invite, ua) = receive_request(&s.trunk, Method::Invite).await;
     let elsewhere = contact_header("elsewhere");
     send(&s.trunk, response(&invite, 302, Some("b"), vec![elsewhere], None), ua).await;
-    assert_eq!(next_progress(&mut call).await, DialProgress::Failed { reason: "redirected".into(), status: Some(302) });
+    assert_eq!(
+        next_progress(&mut call).await,
+        DialProgress::Failed { reason: "redirected".into(), status: Some(302), phrase: peer::phrase(302).into() }
+    );
     let statuses = watch_statuses(&mut s.agent, "sip-moved").await;
     assert_eq!(statuses, ["dialing", "hangup"]);
     s.shutdown.cancel();

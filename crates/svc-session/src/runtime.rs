@@ -422,7 +422,7 @@ async fn watch_dial(
                 answered_us = Some(epoch_us());
                 update.status = DialStatus::Answered;
             }
-            DialProgress::Failed { reason, status } => {
+            DialProgress::Failed { reason, status, .. } => {
                 update.status = DialStatus::Failed;
                 update.sip_status = status;
                 last = Some((None, reason.clone(), 0));
