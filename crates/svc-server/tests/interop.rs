@@ -362,14 +362,21 @@ fn livekit_agents_workers_on_svc_serve_take_dispatched_jobs_and_hold_a_spoken_tu
         voice_base_url: None,
     };
     let _worker = runtime.block_on(svc_testkit::agents_worker::AgentsWorker::start(&harness.repo, options));
-    let output = Command::new(&harness.python)
-        .arg(harness.repo.join("tests/interop/py/agent_dispatch.py"))
-        .args(["--url", &url, "--key", KEY, "--secret", SECRET, "--agent-name", "helper", "--rooms", "serve-room"])
-        .output()
-        .expect("the script runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}\n{}", String::from_utf8_lossy(&output.stderr), server.log_tail(40));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    let report = support::sdk_report(
+        Command::new(&harness.python).arg(harness.repo.join("tests/interop/py/agent_dispatch.py")).args([
+            "--url",
+            &url,
+            "--key",
+            KEY,
+            "--secret",
+            SECRET,
+            "--agent-name",
+            "helper",
+            "--rooms",
+            "serve-room",
+        ]),
+        &server.log_tail(40),
+    );
     let jobs = report["listed"]["serve-room"].as_array().expect("jobs");
     assert_eq!(jobs.len(), 1, "{report}");
     // JobStatus.JS_RUNNING = 1, under the identity the worker chose.
@@ -391,16 +398,14 @@ fn livekit_agents_workers_on_svc_serve_take_dispatched_jobs_and_hold_a_spoken_tu
         ..options
     };
     let _voice_worker = runtime.block_on(svc_testkit::agents_worker::AgentsWorker::start(&harness.repo, voice));
-    let output = Command::new(&harness.python)
-        .arg(harness.repo.join("tests/interop/py/agent_voice_user.py"))
-        .args(["--url", &url, "--key", KEY, "--secret", SECRET, "--agent-name", "voice", "--room", "serve-voice"])
-        .arg("--speech")
-        .arg(&harness.caller_wav)
-        .output()
-        .expect("the script runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}\n{}", String::from_utf8_lossy(&output.stderr), server.log_tail(40));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    let report = support::sdk_report(
+        Command::new(&harness.python)
+            .arg(harness.repo.join("tests/interop/py/agent_voice_user.py"))
+            .args(["--url", &url, "--key", KEY, "--secret", SECRET, "--agent-name", "voice", "--room", "serve-voice"])
+            .arg("--speech")
+            .arg(&harness.caller_wav),
+        &server.log_tail(40),
+    );
     let identity = report["agent"]["identity"].as_str().expect("the voice agent joined");
     assert!(identity.starts_with("agent-voice-"), "{report}");
     let upstream: usize = fake.audio().iter().map(Vec::len).sum();

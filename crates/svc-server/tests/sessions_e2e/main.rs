@@ -462,15 +462,13 @@ async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
     world.admin(&["workspace", "set", "e2e", "--phone-calls", "true", "--dial-minute-limit", "100"]);
     // The same trunk answers LiveKit's SIP API on the room (PyPI `livekit-api`; its calls are
     // tested in crates/svc-phone/tests/livekit_sip.rs).
-    let listed = std::process::Command::new(repo().join("target/interop/venv/bin/python"))
-        .arg(repo().join("tests/interop/py/sip_dial.py"))
-        .args(["--url", &format!("{}/room", world.base_url), "--key", support::ROOM_API_KEY])
-        .args(["--secret", support::ROOM_API_SECRET, "--room", "-", "--number", "-", "--list-only"])
-        .output()
-        .expect("the SDK script runs");
-    let stdout = String::from_utf8_lossy(&listed.stdout);
-    assert!(listed.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&listed.stderr));
-    let trunks: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report");
+    let trunks = support::sdk_report(
+        std::process::Command::new(repo().join("target/interop/venv/bin/python"))
+            .arg(repo().join("tests/interop/py/sip_dial.py"))
+            .args(["--url", &format!("{}/room", world.base_url), "--key", support::ROOM_API_KEY])
+            .args(["--secret", support::ROOM_API_SECRET, "--room", "-", "--number", "-", "--list-only"]),
+        &world.server.log_tail(40),
+    );
     assert_eq!(trunks["trunks"][0]["address"], phone.addr.to_string(), "{trunks}");
     assert_eq!(trunks["trunks"][0]["numbers"], json!(["+15550100"]), "{trunks}");
     let reply = "Thank you for calling, I heard you.";

@@ -154,6 +154,15 @@ impl Drop for Server {
     }
 }
 
+/// Runs an official-SDK script of the interop harness to its end and returns the JSON report it
+/// prints last; a failed run panics with its output and `context` (the server's log tail, say).
+pub fn sdk_report(script: &mut Command, context: &str) -> Value {
+    let output = script.output().expect("the SDK script runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}\n{context}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON report")
+}
+
 /// The `svc` binary over `data_dir`, with the room key of these tests.
 pub fn svc(data_dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
