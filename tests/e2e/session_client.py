@@ -455,20 +455,44 @@ async def typed_turn(client: Client) -> None:
 
 async def shutdown(client: Client) -> None:
     """One typed turn (`--text`); then the server is stopped under the live session (the Rust test
-    sends SIGTERM at the `talked` mark): the session says why it ends and the room closes."""
+    sends SIGTERM at the `talked` mark): the server drains, so the session is warned
+    (`session-ending-soon`), still holds a turn, then says why it ends and the room closes."""
     await client.wait_ready()
     mark = len(client.events)
     await client.send({"type": "send-text", "content": client.args.text})
     await client.wait_type("turn-complete", 15, after=mark, role="ASSISTANT")
     client.mark("talked")
+    soon = await client.wait_type("session-ending-soon", 30)
+    client.observations["ending_soon"] = {k: v for k, v in soon.items() if k != "_topic"}
+    mark = len(client.events)
+    await client.send({"type": "send-text", "content": "One more thing, please."})
+    await client.wait_type("turn-complete", 15, after=mark, role="ASSISTANT")
     ended = await client.wait_type("session-ended", 30)
     client.observations["ended"] = {k: v for k, v in ended.items() if k != "_topic"}
     await wait_disconnected(client)
 
 
+async def turn_on_cue(client: Client) -> None:
+    """Ready (the `ready` mark), then waits for `--cue-file` to exist (the Rust test changes the
+    server's conditions meanwhile), then one typed turn (`--text`) and the end."""
+    await client.wait_ready()
+    client.mark("ready")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(client.args.cue_file):
+        if time.monotonic() > deadline:
+            raise Failure(f"no cue ({client.args.cue_file}) within 30 s")
+        await asyncio.sleep(0.05)
+    mark = len(client.events)
+    await client.send({"type": "send-text", "content": client.args.text})
+    await client.wait_type("turn-complete", 15, after=mark, role="ASSISTANT")
+    await client.send({"type": "end"})
+    ended = await client.wait_type("session-ended", 10)
+    client.observations["ended"] = {k: v for k, v in ended.items() if k != "_topic"}
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn, shutdown)
+    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn, shutdown, turn_on_cue)
 }
 
 
@@ -519,6 +543,7 @@ def main() -> None:
     parser.add_argument("--config", default="{}", help="session-config fields beside `sdk` (JSON)")
     parser.add_argument("--mic", help="48 kHz mono WAV the microphone plays")
     parser.add_argument("--text", default="Hello!", help="what `typed_turn` types")
+    parser.add_argument("--cue-file", help="what `turn_on_cue` waits for")
     parser.add_argument("--out", required=True)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()

@@ -54,6 +54,8 @@ impl SvcConfig {
         let mut command = Command::new(&self.binary);
         command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
         command.env("SVC_DATA_DIR", &self.data_dir);
+        // Stopped after the load: the sessions still live end at once, without a drain.
+        command.env("SVC_DRAIN_SECONDS", "0");
         command.envs(self.env.iter().map(|(name, value)| (name, value)));
         command
     }

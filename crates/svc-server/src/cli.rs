@@ -12,7 +12,6 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use svc_domain::{Host, Scope, ScopeSet, WorkspaceSettings};
 use svc_store::{Store, StoreError, WorkspaceRow};
-use tokio_util::sync::CancellationToken;
 
 use crate::app::{AppState, now_us};
 use crate::auth::api_key;
@@ -314,7 +313,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve => serve(config).await,
+            Command::Serve => crate::serve::serve(config).await,
             Command::Provider(command) => crate::provider_cli::run(&config, command, cli.json).await,
             Command::Models(command) => models(&config, command, cli.json).await,
             command => admin(config, command, cli.json).await,
@@ -325,180 +324,6 @@ pub fn main() -> ExitCode {
         Err(error) => {
             eprintln!("svc: error: {error:#}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-async fn serve(config: Config) -> anyhow::Result<()> {
-    // Signal handlers are installed before "svc is serving" can be seen: a SIGTERM right after it
-    // must drain, not kill (the default action).
-    let signal = wait_for_signal();
-    let grace = config.shutdown_grace;
-    let listen = config.listen;
-    let store = AppState::connect_store(&config).await?;
-    // Sessions a previous run of this node left live (it was killed) end as `error` now: a SQLite
-    // database has exactly one serving node, so all of its live sessions are orphans.
-    let orphans_of = match store.backend() {
-        svc_store::Backend::Sqlite => None,
-        svc_store::Backend::Postgres => Some(config.node_id.as_str()),
-    };
-    let orphans =
-        store.end_orphaned_sessions(orphans_of, crate::app::now_us()).await.context("ending orphaned sessions")?;
-    if !orphans.is_empty() {
-        tracing::warn!(count = orphans.len(), sessions = ?orphans, "ended the sessions a previous run left live");
-    }
-    let room_credentials = AppState::room_credentials(&config, &store).await?;
-    let room_config = svc_room::RoomServerConfig {
-        udp_port: config.room.udp_port,
-        node_ips: config.room.node_ips.clone(),
-        webhooks: svc_room::WebhookConfig {
-            urls: config.room.webhook_urls.iter().map(ToString::to_string).collect(),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let room = svc_room::RoomServer::start(room_config, room_credentials).await.context("starting the media room")?;
-    let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
-    tracing::info!(room_udp = %room_udp.join(","), room_url = %config.room.url, "media room is serving");
-    let provider_env = svc_provider::endpoint::ProviderEnv::from_env().context("reading provider settings")?;
-    // Phone dial-out: the SIP user agent and its calls stop after the sessions have ended (their
-    // rooms closing hangs each call up first).
-    let phone_shutdown = CancellationToken::new();
-    let phone = match &config.phone {
-        Some(phone_config) => {
-            let phone = svc_phone::PhoneService::start(phone_config.clone(), room.clone(), phone_shutdown.clone())
-                .await
-                .context("starting phone dial-out (--sip-trunk)")?;
-            tracing::info!(trunk = %phone_config.trunk_uri, sip = %phone.sip_addr(), "phone dial-out is ready");
-            // LiveKit's SIP API on the room (`CreateSIPParticipant`) dials through it too.
-            room.set_sip_dialer(std::sync::Arc::new(phone.clone()));
-            Some(phone)
-        }
-        None => {
-            tracing::info!("phone dial-out: off (no --sip-trunk)");
-            None
-        }
-    };
-    let runtime = svc_session::Runtime::new(svc_session::RuntimeConfig {
-        store: store.clone(),
-        room: room.clone(),
-        provider_env,
-        local: Some(config.local.clone()),
-        data_dir: config.data_dir.clone(),
-        node_id: config.node_id.clone(),
-        timing: svc_session::core::Timing::default(),
-        phone: phone.clone(),
-        tool_backends: config.tool_backends.clone(),
-    });
-    let dispatcher = std::sync::Arc::new(crate::dispatch::RuntimeDispatcher(runtime.clone()));
-    let app = AppState::with_dispatcher(config, store, dispatcher).await?;
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
-    let local = listener.local_addr()?;
-    if app.config.dev_workspace {
-        let credential = crate::playground::provision_dev_credential(&app.store, &app.config)
-            .await
-            .context("provisioning the dev workspace")?;
-        tracing::info!(workspace = %credential.workspace, key_id = %credential.key_id,
-            "dev workspace: the playground signs in with this run's key (loopback only; --dev-workspace off disables)");
-        // Set once, at start, before anyone reads it.
-        let _ = app.dev_credential.set(credential);
-    } else if app.config.listen.ip().is_loopback() {
-        tracing::info!("dev workspace: off (--dev-workspace off); the playground asks for a credential");
-    } else {
-        tracing::info!("dev workspace: off (not a loopback listen address); the playground asks for a credential");
-    }
-    let voice: Vec<&str> =
-        crate::config::provider_aliases().into_iter().filter(|alias| app.config.voice_available(alias)).collect();
-    if voice.is_empty() {
-        tracing::warn!(
-            "no provider key is set and the local models are not installed: sessions will be refused; set \
-             GEMINI_API_KEY, OPENAI_API_KEY or XAI_API_KEY, or run `svc models install` for provider_local"
-        );
-    }
-    match app.config.local.installed() {
-        Ok(()) => {
-            if !svc_local::tts::available() {
-                tracing::warn!(
-                    "provider_local: espeak-ng is not installed, so local agents cannot speak \
-                    (apt-get install espeak-ng); they still listen and answer in the transcript"
-                );
-            }
-            // Load the shared models now, so the first local session does not wait for them.
-            let local = app.config.local.clone();
-            tokio::task::spawn_blocking(move || match local.warm() {
-                Ok(()) => tracing::info!("provider_local: models loaded"),
-                Err(error) => tracing::warn!(%error, "provider_local: the models could not be loaded"),
-            });
-        }
-        Err(missing) => tracing::info!("provider_local: off ({missing})"),
-    }
-    tracing::info!(listen = %local, public_url = %app.config.public_url, backend = ?app.store.backend(),
-        node = %app.config.node_id, providers = %voice.join(","), "svc is serving");
-    tracing::info!("playground: {}", app.config.public_url);
-    let shutdown = CancellationToken::new();
-    let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
-    let server = tokio::spawn(crate::run_with_room(
-        listener,
-        app.clone(),
-        Some(room.clone()),
-        shutdown.clone().cancelled_owned(),
-    ));
-    signal.await;
-    tracing::info!(grace_seconds = grace.as_secs(), "shutting down: draining in-flight requests");
-    // Sessions end first (each says `session-ended` and stores its end while its room is still
-    // up), then the rooms close (every participant gets a leave with `SERVER_SHUTDOWN`), then the
-    // HTTP side drains.
-    if tokio::time::timeout(grace, runtime.shutdown()).await.is_err() {
-        tracing::warn!("grace period over while ending sessions");
-    }
-    if let Some(phone) = &phone {
-        phone_shutdown.cancel();
-        if tokio::time::timeout(grace, phone.closed()).await.is_err() {
-            tracing::warn!("grace period over while hanging up phone calls");
-        }
-    }
-    if tokio::time::timeout(grace, room.shutdown()).await.is_err() {
-        tracing::warn!("grace period over while closing media rooms");
-    }
-    shutdown.cancel();
-    match tokio::time::timeout(grace, server).await {
-        Ok(joined) => joined.context("server task")?.context("server")?,
-        Err(_) => tracing::warn!("grace period over; dropping remaining connections"),
-    }
-    // The reaper logs its own failures; only its end matters here.
-    let _ = reaper.await;
-    app.store.close().await;
-    tracing::info!("stopped");
-    Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM. The SIGTERM handler is registered when this is called, not when
-/// the future is first polled.
-fn wait_for_signal() -> impl std::future::Future<Output = ()> {
-    #[cfg(unix)]
-    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    async move {
-        let ctrl_c = async {
-            if tokio::signal::ctrl_c().await.is_err() {
-                // No SIGINT handler could be installed: wait for SIGTERM alone instead of
-                // shutting down at once.
-                std::future::pending::<()>().await;
-            }
-        };
-        #[cfg(unix)]
-        let terminate = async move {
-            match terminate {
-                Some(mut signal) => {
-                    signal.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let terminate = std::future::pending::<()>();
-        tokio::select! {
-            () = ctrl_c => {}
-            () = terminate => {}
         }
     }
 }

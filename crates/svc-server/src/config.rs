@@ -49,6 +49,10 @@ pub struct ConfigArgs {
     /// Seconds `svc serve` waits for in-flight requests after SIGINT/SIGTERM [default: 10].
     #[arg(long, global = true, env = "SVC_SHUTDOWN_GRACE_SECONDS", value_name = "SECONDS")]
     pub shutdown_grace_seconds: Option<u64>,
+    /// Seconds live sessions may run on after SIGINT/SIGTERM (new ones are refused meanwhile);
+    /// those still running then end with `server_shutdown` [default: 20].
+    #[arg(long, global = true, env = "SVC_DRAIN_SECONDS", value_name = "SECONDS")]
+    pub drain_seconds: Option<u64>,
     /// Provider alias whose availability `verify` reports as `realtime_voice_available`
     /// [default: provider_a].
     #[arg(long, global = true, env = "SVC_DEFAULT_PROVIDER", value_name = "ALIAS")]
@@ -291,6 +295,8 @@ pub struct Config {
     pub log_filter: String,
     /// Shutdown grace period.
     pub shutdown_grace: Duration,
+    /// How long live sessions may run on after the first SIGINT/SIGTERM.
+    pub drain: Duration,
     /// Default provider alias.
     pub default_provider: String,
     /// Provider credentials present.
@@ -393,6 +399,10 @@ pub enum ConfigError {
     },
 }
 
+/// Live sessions run on this long after a SIGTERM: with a few seconds for the ends to be stored,
+/// it fits Kubernetes' default 30 s termination grace period.
+pub const DEFAULT_DRAIN_SECONDS: u64 = 20;
+
 fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { setting, message: message.into() }
 }
@@ -414,6 +424,7 @@ impl ConfigArgs {
             log_format: self.log_format.or(file.log_format),
             log: self.log.clone().or(file.log),
             shutdown_grace_seconds: self.shutdown_grace_seconds.or(file.shutdown_grace_seconds),
+            drain_seconds: self.drain_seconds.or(file.drain_seconds),
             default_provider: self.default_provider.clone().or(file.default_provider),
             room_url: self.room_url.clone().or(file.room_url),
             room_api_key: self.room_api_key.clone().or(file.room_api_key),
@@ -597,6 +608,7 @@ impl ConfigArgs {
             log_format: self.log_format.unwrap_or_default(),
             log_filter,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_seconds.unwrap_or(10)),
+            drain: Duration::from_secs(self.drain_seconds.unwrap_or(DEFAULT_DRAIN_SECONDS)),
             default_provider,
             provider_keys,
         })
@@ -659,6 +671,7 @@ impl Config {
             log_format: LogFormat::Pretty,
             log_filter: "warn".to_owned(),
             shutdown_grace: Duration::from_secs(1),
+            drain: Duration::ZERO,
             default_provider: "provider_a".to_owned(),
             provider_keys: ProviderKeys::default(),
             room: RoomConfig {

@@ -105,6 +105,18 @@ pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
     fn media_totals(&self) -> Option<svc_session::media::MediaCounts> {
         None
     }
+
+    /// Whether the server is draining before it stops: session starts are refused (503) and
+    /// `/healthz` says so, while the live sessions run on.
+    fn draining(&self) -> bool {
+        false
+    }
+
+    /// Whether a session could start now; the error is the 503's message (draining, out of file
+    /// descriptors). Asked before anything is stored.
+    fn can_start(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Runs sessions in this process with the session runtime.
@@ -130,6 +142,20 @@ impl SessionDispatcher for RuntimeDispatcher {
 
     fn media_totals(&self) -> Option<svc_session::media::MediaCounts> {
         Some(self.0.media_totals())
+    }
+
+    fn draining(&self) -> bool {
+        self.0.is_draining()
+    }
+
+    fn can_start(&self) -> Result<(), String> {
+        self.0.can_start().map_err(|error| match error {
+            svc_session::RuntimeError::Draining => "This server is shutting down; retry with backoff".to_owned(),
+            svc_session::RuntimeError::Descriptors(error) => {
+                format!("This server is out of file descriptors ({error}); retry with backoff")
+            }
+            error => format!("The realtime backend is unavailable ({error}); retry with backoff"),
+        })
     }
 
     fn dial(&self, dial: PhoneDial) -> PhoneFuture<'_> {

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod playground;
 pub mod provider_cli;
 pub mod routes;
+mod serve;
 pub mod telemetry;
 pub mod tool_config;
 

@@ -1,5 +1,5 @@
 //! Prometheus metrics: requests by route and status, a latency histogram, live sessions, and the
-//! audio frames ended sessions' media paths dropped or sent late.
+//! audio frames ended sessions' media paths dropped or sent late, and the recordings that failed.
 
 use std::time::Instant;
 
@@ -44,6 +44,7 @@ pub struct Metrics {
     input_frames_dropped: Family<QueueLabels, Counter>,
     output_frames_dropped: Counter,
     output_frames_late: Counter,
+    recordings_failed: Counter,
     /// Held while the media counters catch up, so that two scrapes at once add the difference once.
     media_catch_up: std::sync::Mutex<()>,
 }
@@ -83,6 +84,12 @@ impl Metrics {
             "Agent audio frames ended sessions sent more than 20 ms after their due time",
             output_frames_late.clone(),
         );
+        let recordings_failed = Counter::default();
+        registry.register(
+            "session_recordings_failed",
+            "Ended sessions whose recording could not be made, written or finished (a full or unwritable disk)",
+            recordings_failed.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -91,6 +98,7 @@ impl Metrics {
             input_frames_dropped,
             output_frames_dropped,
             output_frames_late,
+            recordings_failed,
             media_catch_up: std::sync::Mutex::new(()),
         }
     }
@@ -122,6 +130,7 @@ impl Metrics {
         }
         catch_up(&self.output_frames_dropped, totals.output_dropped);
         catch_up(&self.output_frames_late, totals.output_late);
+        catch_up(&self.recordings_failed, totals.recordings_failed);
     }
 
     /// Renders the Prometheus text exposition.

@@ -59,6 +59,11 @@ pub enum SessionCommand {
     },
     /// The dial-out moved on.
     Dial(DialUpdate),
+    /// The server is draining: the session ends by `ends_at` unless it ends first.
+    Drain {
+        /// When the drain ends it (`server_shutdown`).
+        ends_at: Instant,
+    },
 }
 
 /// The recording of a session in progress.
@@ -241,6 +246,7 @@ impl<R: AgentRoom> SessionActor<R> {
                         self.dial_hangup = Some(hangup);
                     }
                     Some(SessionCommand::Dial(update)) => self.core.handle_dial_update(Instant::now(), update),
+                    Some(SessionCommand::Drain { ends_at }) => self.core.handle_drain(Instant::now(), ends_at),
                     // The registry dropped its sender: nothing more will be asked.
                     None => commands_open = false,
                 },
@@ -288,6 +294,8 @@ impl<R: AgentRoom> SessionActor<R> {
             if let Some(recording) = self.recording.take() {
                 recording.file.discard();
             }
+            self.core.handle_recording_failed(now, &format!("writing the recording: {error}"));
+            self.media.recordings_failed = 1;
         }
     }
 
@@ -459,6 +467,13 @@ impl<R: AgentRoom> SessionActor<R> {
                     Ok(artifact) => artifact,
                     Err(error) => {
                         tracing::warn!(session.id = %session_id, %error, "the recording could not be finished");
+                        self.core.handle_recording_failed(now, &format!("finishing the recording: {error}"));
+                        self.media_totals.add(&MediaCounts { recordings_failed: 1, ..MediaCounts::default() });
+                        while let Some(output) = self.core.poll_output() {
+                            if let Output::Persist(record) = output {
+                                self.persister.push(record, ended_us);
+                            }
+                        }
                         None
                     }
                 }

@@ -30,6 +30,9 @@ pub struct MediaCounts {
     /// Agent audio frames that left the room more than [`LATE_AFTER`] after their due time
     /// (the session handed them over late, or they waited in the room's sink).
     pub output_late: u64,
+    /// Recordings that could not be made or finished (a full or unwritable disk): 1 for a
+    /// session whose recording failed, the sum over sessions in totals.
+    pub recordings_failed: u64,
 }
 
 impl MediaCounts {
@@ -48,6 +51,7 @@ impl MediaCounts {
             },
             "output_frames_dropped": self.output_dropped,
             "output_frames_late": self.output_late,
+            "recording_failed": self.recordings_failed > 0,
         })
     }
 }
@@ -60,6 +64,7 @@ pub struct MediaTotals {
     input_dropped_provider_queue: AtomicU64,
     output_dropped: AtomicU64,
     output_late: AtomicU64,
+    recordings_failed: AtomicU64,
 }
 
 impl MediaTotals {
@@ -71,6 +76,7 @@ impl MediaTotals {
         add(&self.input_dropped_provider_queue, counts.input_dropped_provider_queue);
         add(&self.output_dropped, counts.output_dropped);
         add(&self.output_late, counts.output_late);
+        add(&self.recordings_failed, counts.recordings_failed);
     }
 
     /// The sums so far.
@@ -82,6 +88,7 @@ impl MediaTotals {
             input_dropped_provider_queue: get(&self.input_dropped_provider_queue),
             output_dropped: get(&self.output_dropped),
             output_late: get(&self.output_late),
+            recordings_failed: get(&self.recordings_failed),
         }
     }
 }
@@ -98,17 +105,19 @@ mod tests {
             input_dropped_provider_queue: 3,
             output_dropped: 4,
             output_late: 5,
+            recordings_failed: 1,
         };
         assert_eq!(one.input_dropped(), 6);
         assert_eq!(
             one.to_json(),
             json!({"input_frames_dropped": {"room_queue": 1, "agent_queue": 2, "provider_queue": 3},
-                   "output_frames_dropped": 4, "output_frames_late": 5})
+                   "output_frames_dropped": 4, "output_frames_late": 5, "recording_failed": true})
         );
         let totals = MediaTotals::default();
         totals.add(&one);
         totals.add(&one);
         assert_eq!(totals.snapshot().input_dropped(), 12);
         assert_eq!(totals.snapshot().output_late, 10);
+        assert_eq!(totals.snapshot().recordings_failed, 2);
     }
 }

@@ -30,6 +30,9 @@ use crate::room::EmbeddedRoom;
 pub const RESUMPTION_HANDLE_WARM_FOR: Duration = Duration::from_secs(2 * 3600);
 /// Requests waiting for one session's actor (it reads them between events).
 const COMMAND_QUEUE: usize = 8;
+/// File descriptors a session opens as it starts and runs (the provider's socket, its TLS and
+/// DNS, the recording), with one to spare: [`Runtime::can_start`] needs this many free.
+pub const SESSION_DESCRIPTORS: usize = 4;
 /// How long [`Runtime::end_session`] waits for the session to store its end.
 pub const END_WAIT: Duration = Duration::from_secs(10);
 
@@ -76,6 +79,12 @@ pub enum RuntimeError {
     /// The server is shutting down.
     #[error("the session runtime is shutting down")]
     ShuttingDown,
+    /// The server is draining: its live sessions run to their end, new ones go elsewhere.
+    #[error("this server is draining before it stops")]
+    Draining,
+    /// The process is out of file descriptors (its `ulimit -n`).
+    #[error("this server is out of file descriptors: {0}")]
+    Descriptors(std::io::Error),
     /// The agent could not join the room.
     #[error("the agent could not join the room: {0}")]
     Room(#[from] svc_room::RoomError),
@@ -99,6 +108,8 @@ struct Inner {
     media_totals: Arc<MediaTotals>,
     /// The sessions running on this node, by id: how the rest of the server reaches one.
     sessions: Mutex<HashMap<String, Running>>,
+    /// When a drain ends the sessions still running (`None`: not draining).
+    drain_end: Mutex<Option<Instant>>,
 }
 
 /// A running session as the registry knows it.
@@ -173,6 +184,7 @@ impl Runtime {
                 live: AtomicUsize::new(0),
                 media_totals: Arc::default(),
                 sessions: Mutex::new(HashMap::new()),
+                drain_end: Mutex::new(None),
             }),
         }
     }
@@ -193,6 +205,7 @@ impl Runtime {
         if inner.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
         }
+        self.can_start()?;
         let config = &inner.config;
         let session = request.session.clone();
         let local = session.model.family == svc_local::FAMILY;
@@ -230,11 +243,20 @@ impl Runtime {
             },
             started,
         );
-        let recording =
-            if session.store.audio { self.recording(&request.session_id, input_rate_hz, started) } else { None };
-        if recording.is_some() {
-            core.keep_agent_pcm();
-        }
+        let mut media = MediaCounts::default();
+        let recording = match session.store.audio.then(|| self.recording(&request.session_id, input_rate_hz, started)) {
+            Some(Ok(recording)) => {
+                core.keep_agent_pcm();
+                Some(recording)
+            }
+            Some(Err(error)) => {
+                tracing::warn!(session.id = %request.session_id, %error, "cannot create the recording; the session runs without");
+                core.handle_recording_failed(started, &format!("creating the recording: {error}"));
+                media.recordings_failed = 1;
+                None
+            }
+            None => None,
+        };
         let (commands, command_rx) = tokio::sync::mpsc::channel(COMMAND_QUEUE);
         let finished = CancellationToken::new();
         let actor = SessionActor {
@@ -248,7 +270,7 @@ impl Runtime {
             commands: command_rx,
             clock_origin: (started, started_us),
             dial_hangup: None,
-            media: MediaCounts::default(),
+            media,
             media_totals: inner.media_totals.clone(),
             tool_backends: config.tool_backends.clone(),
             tool_jobs: crate::actor::ToolJobs::default(),
@@ -256,8 +278,12 @@ impl Runtime {
         inner.live.fetch_add(1, Ordering::Relaxed);
         self.sessions().insert(
             request.session_id.clone(),
-            Running { room_name: request.room_name.clone(), commands, finished: finished.clone() },
+            Running { room_name: request.room_name.clone(), commands: commands.clone(), finished: finished.clone() },
         );
+        // A drain that began while this session was starting reaches it too.
+        if let Some(ends_at) = self.drain_end() {
+            self.tell_drain(&request.session_id, &commands, ends_at);
+        }
         let runtime = self.clone();
         let session_id = request.session_id.clone();
         inner.tasks.spawn(async move {
@@ -369,15 +395,68 @@ impl Runtime {
         setup
     }
 
-    fn recording(&self, session_id: &str, rate_hz: u32, started: Instant) -> Option<Recording> {
-        let file = match RecordingFile::create(&self.inner.config.data_dir, session_id, rate_hz) {
-            Ok(file) => file,
-            Err(error) => {
-                tracing::warn!(session.id = %session_id, %error, "cannot create the recording; the session runs without");
-                return None;
+    fn recording(&self, session_id: &str, rate_hz: u32, started: Instant) -> std::io::Result<Recording> {
+        let file = RecordingFile::create(&self.inner.config.data_dir, session_id, rate_hz)?;
+        Ok(Recording::new(StereoAligner::new(rate_hz, started), file))
+    }
+
+    /// Drains the node before it stops: new sessions are refused ([`RuntimeError::Draining`],
+    /// so the server answers 503 and clients retry elsewhere) and every live session keeps
+    /// running until it ends by itself or `within` has passed, when it ends with
+    /// `server_shutdown` after a `session-ending-soon`. Returns at once; [`Runtime::idle`] says
+    /// when the last session has ended.
+    pub fn drain(&self, within: Duration) {
+        let ends_at = Instant::now() + within;
+        {
+            let mut drain_end = self.inner.drain_end.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if drain_end.is_some_and(|end| end <= ends_at) {
+                return;
             }
-        };
-        Some(Recording::new(StereoAligner::new(rate_hz, started), file))
+            *drain_end = Some(ends_at);
+        }
+        let sessions: Vec<(String, tokio::sync::mpsc::Sender<SessionCommand>)> =
+            self.sessions().iter().map(|(id, running)| (id.clone(), running.commands.clone())).collect();
+        for (session_id, commands) in sessions {
+            self.tell_drain(&session_id, &commands, ends_at);
+        }
+    }
+
+    /// Whether a session can start here now: not while draining, nor without the file
+    /// descriptors a session needs (a start would otherwise be accepted and then fail in its
+    /// first second, its provider socket or recording refused). The error says why, for a 503.
+    pub fn can_start(&self) -> Result<(), RuntimeError> {
+        if self.is_draining() {
+            return Err(RuntimeError::Draining);
+        }
+        // Probing is the only exact test: the limit counts descriptor numbers, and the process
+        // has holes below its highest. Four opens and closes of /dev/null, next to a start's
+        // database writes and room join.
+        let probe: std::io::Result<Vec<std::fs::File>> =
+            (0..SESSION_DESCRIPTORS).map(|_| std::fs::File::open("/dev/null")).collect();
+        probe.map(drop).map_err(RuntimeError::Descriptors)
+    }
+
+    /// Whether the node is draining ([`Runtime::drain`]).
+    pub fn is_draining(&self) -> bool {
+        self.drain_end().is_some()
+    }
+
+    fn drain_end(&self) -> Option<Instant> {
+        *self.inner.drain_end.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn tell_drain(&self, session_id: &str, commands: &tokio::sync::mpsc::Sender<SessionCommand>, ends_at: Instant) {
+        if let Err(error) = commands.try_send(SessionCommand::Drain { ends_at }) {
+            // A session whose queue is full (or that is ending) is ended by `shutdown` once the
+            // drain is over, without the warning.
+            tracing::warn!(session.id = %session_id, %error, "could not tell the session about the drain");
+        }
+    }
+
+    /// Resolves once no session runs (no new one can start after [`Runtime::drain`]).
+    pub async fn idle(&self) {
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
     }
 
     /// Ends every session (each says `session-ended` with reason `server_shutdown` and stores its

@@ -295,6 +295,11 @@ pub fn router(app: App) -> Router {
 }
 
 async fn healthz(State(app): State<App>) -> Response {
+    if app.dispatcher.draining() {
+        // Load balancers stop sending new sessions here; the live ones run on.
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"status": "draining"})))
+            .into_response();
+    }
     match app.store.ping().await {
         Ok(()) => (StatusCode::OK, axum::Json(serde_json::json!({"status": "ok"}))).into_response(),
         Err(error) => {

@@ -63,6 +63,9 @@ pub(crate) async fn start_session(
     let request_started = started.map_or_else(Instant::now, |Extension(RequestStarted(at))| at);
     let caller = principal.realtime()?;
     caller.require(&[Scope::RealtimeStart])?;
+    // Draining, or out of file descriptors: refused before anything is stored, and the retry
+    // goes to another node (a draining one's `/healthz` says so) or comes back later.
+    app.dispatcher.can_start().map_err(|message| ApiError::status(StatusCode::SERVICE_UNAVAILABLE, message))?;
     let value = super::json_body(&headers, body, false)?;
     let sdk_header = headers.get("x-svc-sdk").and_then(|value| value.to_str().ok());
     let request = parse_start(&value, sdk_header).map_err(parse_error)?;

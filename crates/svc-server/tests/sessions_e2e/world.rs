@@ -133,13 +133,18 @@ impl World {
         self.server = start_server(&log, self.data_dir.path(), &self.listen, &self.server_env, &self.server_args);
     }
 
-    /// Stops `svc serve` with SIGTERM (an orderly shutdown, as a deploy or `systemctl stop` does),
-    /// waits for it to exit on its own, and starts it again on the same data directory and port.
-    /// Returns how long the shutdown took.
-    pub(crate) fn terminate_and_restart(&mut self) -> Duration {
+    /// Sends `svc serve` SIGTERM (an orderly shutdown, as a deploy or `systemctl stop` does) and
+    /// returns when it was sent.
+    pub(crate) fn terminate(&self) -> Instant {
         let asked = Instant::now();
         let signalled = Command::new("kill").args(["-TERM", &self.server.child.id().to_string()]).status();
         assert!(signalled.is_ok_and(|status| status.success()), "SIGTERM sent");
+        asked
+    }
+
+    /// Waits for `svc serve`, sent SIGTERM at `asked`, to exit on its own, and starts it again on
+    /// the same data directory and port. Returns how long the shutdown took.
+    pub(crate) fn restart_after_exit(&mut self, asked: Instant) -> Duration {
         let exited = loop {
             if let Ok(Some(status)) = self.server.child.try_wait() {
                 break status;
@@ -236,6 +241,11 @@ impl World {
     /// GET under `/api/v1/external` with the world's key.
     pub(crate) fn get(&self, path: &str) -> (u16, Vec<u8>) {
         http_get(&self.server.listen, &format!("/api/v1/external{path}"), &self.key)
+    }
+
+    /// GET of a path outside the API (`/healthz`).
+    pub(crate) fn get_raw(&self, path: &str) -> (u16, Vec<u8>) {
+        http_get(&self.server.listen, path, &self.key)
     }
 
     pub(crate) fn get_json(&self, path: &str) -> Value {
@@ -348,7 +358,19 @@ pub(crate) fn http_get(listen: &str, path: &str, key: &str) -> (u16, Vec<u8>) {
 }
 
 pub(crate) fn http(listen: &str, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Vec<u8>) {
-    let mut stream = TcpStream::connect(listen).expect("connect");
+    http_on(TcpStream::connect(listen).expect("connect"), listen, method, path, key, body)
+}
+
+/// [`http`] over a connection opened earlier (one the server accepted before it ran out of file
+/// descriptors, say).
+pub(crate) fn http_on(
+    mut stream: TcpStream,
+    listen: &str,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: Option<&Value>,
+) -> (u16, Vec<u8>) {
     stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
     let body = body.map(Value::to_string).unwrap_or_default();
     write!(

@@ -74,6 +74,44 @@ impl SessionCore {
         self.update_agent_state(now);
     }
 
+    /// The session's recording could not be made, written or finished (`error` says which and
+    /// why): the session goes on without it, and the timeline says so (also after the end, for
+    /// a recording that failed to finish).
+    pub fn handle_recording_failed(&mut self, now: Instant, error: &str) {
+        self.timeline(now, "recording.failed", json!({"error": error}));
+    }
+
+    /// Tells the clients the session ends at `end` for `reason` (`session-ending-soon`).
+    pub(super) fn warn_ending_soon(&mut self, now: Instant, end: Instant, reason: &str) {
+        let seconds_remaining = end.saturating_duration_since(now).as_secs_f64();
+        self.emit(ServerEvent::SessionEndingSoon { seconds_remaining, reason: reason.to_owned() }, None);
+        self.timeline(now, "session.ending_soon", json!({"seconds_remaining": seconds_remaining, "reason": reason}));
+    }
+
+    /// When a drain warns and when it ends the session; `None` without a drain, or when the
+    /// duration cap ends the session first (the cap's own warning covers it).
+    pub(super) fn drain_times(&self) -> Option<(Instant, Instant)> {
+        let end = self.drain_end?;
+        if self.cap().is_some_and(|cap| self.cap_times(cap).1 <= end) {
+            return None;
+        }
+        Some((end.checked_sub(self.cfg.timing.ending_soon_lead).unwrap_or(self.start).max(self.start), end))
+    }
+
+    /// Carries out a drain's warning and end when due; true once the session has ended.
+    pub(super) fn drain_due(&mut self, now: Instant) -> bool {
+        let Some((soon, end)) = self.drain_times() else { return false };
+        if now >= end {
+            self.finish(now, "server_shutdown", EndStatus::Completed);
+            return true;
+        }
+        if !self.drain_warned && now >= soon {
+            self.drain_warned = true;
+            self.warn_ending_soon(now, end, "server_shutdown");
+        }
+        false
+    }
+
     pub(super) fn fatal(&mut self, now: Instant, code: &str, message: &str) {
         if self.phase == Phase::Finished {
             return;

@@ -337,6 +337,9 @@ pub struct SessionCore {
     hooks: SilenceHooks,
     pending_end: Option<PendingEnd>,
     ending_soon_sent: bool,
+    /// The server is draining: the session ends by then (`server_shutdown`) unless it ends first.
+    drain_end: Option<Instant>,
+    drain_warned: bool,
     // Data channel.
     envelopes: Reassembler,
     next_envelope: u64,
@@ -398,6 +401,8 @@ impl SessionCore {
             state: cfg.session.agent.state.clone(),
             pending_end: None,
             ending_soon_sent: false,
+            drain_end: None,
+            drain_warned: false,
             envelopes: Reassembler::default(),
             next_envelope: 0,
             dial: None,
@@ -475,6 +480,10 @@ impl SessionCore {
             consider((!self.ending_soon_sent).then_some(soon));
             consider(Some(end));
         }
+        if let Some((soon, end)) = self.drain_times() {
+            consider((!self.drain_warned).then_some(soon));
+            consider(Some(end));
+        }
         next
     }
 
@@ -539,13 +548,11 @@ impl SessionCore {
             }
             if !self.ending_soon_sent && now >= soon {
                 self.ending_soon_sent = true;
-                let seconds_remaining = end.saturating_duration_since(now).as_secs_f64();
-                self.emit(
-                    ServerEvent::SessionEndingSoon { seconds_remaining, reason: "max_session_duration".into() },
-                    None,
-                );
-                self.timeline(now, "session.ending_soon", json!({"seconds_remaining": seconds_remaining}));
+                self.warn_ending_soon(now, end, "max_session_duration");
             }
+        }
+        if self.drain_due(now) {
+            return;
         }
         self.after(now);
     }
@@ -735,6 +742,20 @@ impl SessionCore {
     /// The agent is no longer in the room (the room closed, or it was removed).
     pub fn handle_room_closed(&mut self, now: Instant) {
         self.finish(now, "room_closed", EndStatus::Completed);
+    }
+
+    /// The server is draining: the session keeps running until `ends_at` and then ends with
+    /// `server_shutdown`, unless it ends first; the clients are told `session-ending-soon` as for
+    /// the duration cap (at once when the end is nearer than the warning's lead).
+    pub fn handle_drain(&mut self, now: Instant, ends_at: Instant) {
+        if self.phase == Phase::Finished || self.drain_end.is_some_and(|end| end <= ends_at) {
+            return;
+        }
+        self.drain_end = Some(ends_at);
+        self.drain_warned = false;
+        if !self.drain_due(now) {
+            self.after(now);
+        }
     }
 
     /// The server is shutting down.

@@ -532,6 +532,51 @@ fn the_duration_cap_warns_then_ends() {
 }
 
 #[test]
+fn a_drain_warns_then_ends_with_server_shutdown_unless_the_cap_comes_first() {
+    // A short drain: warned at once, ended when it runs out.
+    let mut h = Harness::live(openai(json!({})));
+    let ends_at = h.now + Duration::from_secs(20);
+    h.core.handle_drain(h.now, ends_at);
+    h.collect();
+    assert_eq!(
+        h.take_events(),
+        vec![json!({"type": "session-ending-soon", "seconds_remaining": 20.0, "reason": "server_shutdown"})]
+    );
+    // A later drain changes nothing; the session runs until the first one's end.
+    h.core.handle_drain(h.now, ends_at + Duration::from_secs(60));
+    h.advance(Duration::from_secs(20) - MS);
+    assert!(h.take_events().is_empty() && h.finished.is_none());
+    h.advance(MS);
+    assert_eq!(h.take_events(), vec![json!({"type": "session-ended", "reason": "server_shutdown"})]);
+    assert_eq!(
+        h.finished.as_ref().map(|f| (f.status, f.reason.as_str())),
+        Some((EndStatus::Completed, "server_shutdown"))
+    );
+    assert!(h.timeline_kinds().contains(&"session.ending_soon"));
+
+    // A long drain warns the cap's lead before its end.
+    let mut h = Harness::live(openai(json!({})));
+    h.core.handle_drain(h.now, h.now + Duration::from_secs(120));
+    h.collect();
+    assert!(h.take_events().is_empty());
+    h.advance(Duration::from_secs(90));
+    assert_eq!(
+        h.take_events(),
+        vec![json!({"type": "session-ending-soon", "seconds_remaining": 30.0, "reason": "server_shutdown"})]
+    );
+
+    // The duration cap ends the session before the drain would: only the cap speaks.
+    let session = resolved(json!({"type": "inline", "model": "provider_b"}), json!({"max_session_seconds": 60}));
+    let mut h = Harness::live(session);
+    h.core.handle_drain(h.now, h.now + Duration::from_secs(100));
+    h.collect();
+    h.advance(Duration::from_secs(60));
+    assert_eq!(h.finished.as_ref().map(|f| f.reason.as_str()), Some("max_session_duration"));
+    let reasons: Vec<Value> = h.take_events().iter().map(|event| event["reason"].clone()).collect();
+    assert_eq!(reasons, vec![json!("max_session_duration"), json!("max_session_duration")]);
+}
+
+#[test]
 fn long_messages_are_chunked_both_ways() {
     let tool = json!({"kind": "client", "name": "show_text", "description": "d"});
     let mut h = Harness::live(openai(json!({"tools": [tool]})));

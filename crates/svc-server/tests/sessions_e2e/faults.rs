@@ -1,0 +1,328 @@
+//! Faults under live sessions: a killed server, a SIGTERM's drain, a recordings disk that fills
+//! up or cannot be written (docs/reliability.md has the table these rows belong to).
+
+use std::process::Command;
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_killed_server_ends_the_sessions_it_left_on_its_next_start() {
+    let mut world = World::start("crash", Flavor::OpenAi, &[]).await;
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, started) = world.post("/realtime/session/start", &body);
+        assert_eq!(status, 200, "{started}");
+        ids.push(started["session_id"].as_str().expect("id").to_owned());
+    }
+    for id in &ids {
+        assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "active");
+    }
+    world.crash_and_restart();
+    for id in &ids {
+        let session = world.get_json(&format!("/sessions/{id}"));
+        assert_eq!(session["status"], "error", "{session}");
+        assert!(session["ended_at"].is_number());
+        let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+        let ended =
+            timeline["events"].as_array().into_iter().flatten().find(|e| e["type"] == "session.ended").expect("ended");
+        assert_eq!(ended["data"]["reason"], "server_restarted");
+        assert_eq!(world.get_json(&format!("/sessions/{id}/usage"))["usage_status"], "unavailable");
+    }
+    // The restarted server runs new sessions.
+    let (status, _) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn sigterm_drains_the_live_sessions_then_ends_them_with_a_reason_and_keeps_all_they_stored() {
+    const DRAIN: Duration = Duration::from_secs(5);
+    let mut world = World::start("sigterm", Flavor::OpenAi, &["--drain-seconds", "5"]).await;
+    let reply = "Noted, your order is on its way.";
+    let second = "Of course, anything else?";
+    world.fake.queue([Reply::Speak(reply.into()), Reply::Speak(second.into())]);
+    let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
+    let run = world.client_with("shutdown", "shutdown", config.clone(), &["--text", "Please note my order."]);
+    run.mark("talked", Duration::from_secs(40)).await;
+    // A second live session, with nobody in its room.
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let (status, started) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 200, "{started}");
+    let quiet = started["session_id"].as_str().expect("id").to_owned();
+    // Its provider session up too, so both have usage to store.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let timeline = world.get_json(&format!("/sessions/{quiet}/timeline"));
+        if timeline["events"].as_array().into_iter().flatten().any(|e| e["type"] == "provider.ready") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the second session's provider never got ready: {timeline}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let asked = world.terminate();
+    // The drain: the load balancer's health check and new starts are told at once (503), before
+    // anything is stored; the live sessions run on (the client holds a second turn meanwhile).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let health = loop {
+        let (status, body) = world.get_raw("/healthz");
+        if status == 503 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "/healthz still {status} after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(serde_json::from_slice::<Value>(&health).ok(), Some(json!({"status": "draining"})));
+    let (status, refused) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 503, "a start while draining: {refused}");
+    assert!(asked.elapsed() < DRAIN, "the refusals came within the drain");
+    let took = world.restart_after_exit(asked);
+    assert!(took >= DRAIN - Duration::from_millis(500), "the sessions ran on until the drain was over: {took:?}");
+    let result = run.finish(&world, Duration::from_secs(60)).await;
+    let talked = session_id(&result);
+    // The client was warned, held a turn meanwhile, and was told why, before its room closed.
+    let observed = &result["observations"];
+    assert_eq!(observed["ending_soon"]["reason"], "server_shutdown", "{observed}");
+    let remaining = observed["ending_soon"]["seconds_remaining"].as_f64().unwrap_or(-1.0);
+    assert!(remaining > 0.0 && remaining <= DRAIN.as_secs_f64(), "{observed}");
+    assert_eq!(observed["ended"]["reason"], "server_shutdown", "{observed}");
+
+    // Usage: what the talked session did, written before the server went (not given up on the
+    // next start); a session where nothing happened has none to record, by design.
+    for (id, usage_status) in [(&talked, "recorded"), (&quiet, "unavailable")] {
+        let session = world.get_json(&format!("/sessions/{id}"));
+        assert_eq!(session["status"], "completed", "{session}");
+        let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+        let events = timeline["events"].as_array().cloned().unwrap_or_default();
+        let ended = events.iter().find(|e| e["type"] == "session.ended").expect("ended");
+        assert_eq!(ended["data"]["reason"], "server_shutdown", "{ended}");
+        let soon = events.iter().find(|e| e["type"] == "session.ending_soon").expect("warned");
+        assert_eq!(soon["data"]["reason"], "server_shutdown", "{soon}");
+        let usage = world.final_usage(id).await;
+        assert_eq!(usage["usage_status"], usage_status, "{usage}");
+    }
+    let transcript = world.get_json(&format!("/sessions/{talked}/transcript"));
+    let turns: Vec<(&str, &str)> = transcript
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| (t["role"].as_str().unwrap_or(""), t["text"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            ("user", "Please note my order."),
+            ("assistant", reply),
+            ("user", "One more thing, please."),
+            ("assistant", second)
+        ],
+        "every turn stored once, the one held while draining too"
+    );
+    let (status, wav) = world.get(&format!("/sessions/{talked}/recording"));
+    assert_eq!(status, 200);
+    let recording = svc_audio::wav::read_wav(&wav).expect("the recording is a complete WAV");
+    let agent_lane: Vec<i16> = recording.samples.iter().skip(1).step_by(2).copied().collect();
+    let spoken = svc_testkit::speech::speech(reply, 24_000);
+    let agent_in_recording = correlation(&spoken, 24_000, &agent_lane, 24_000);
+    assert!(agent_in_recording >= 0.9, "the reply in the recording: {agent_in_recording:.3}");
+    eprintln!(
+        "sigterm: svc drained for {DRAIN:?} and stopped {took:?} after SIGTERM with two live sessions; recording {agent_in_recording:.3}"
+    );
+}
+
+/// A tmpfs mounted over a directory for as long as it lives (a disk that fills up for real:
+/// `ENOSPC` from the kernel, not a simulated error). Mounting needs root with `CAP_SYS_ADMIN`,
+/// which the test machine and CI have.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &std::path::Path, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(at).expect("mount point");
+        let output = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .expect("run mount");
+        assert!(
+            output.status.success(),
+            "mounting a {size} tmpfs at {} (needs root with CAP_SYS_ADMIN): {}",
+            at.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        SmallDisk(at.to_owned())
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        // Lazily, so a file svc still holds open cannot keep the test's directory mounted.
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The timeline entry of `kind` of session `id`, if any.
+fn timeline_entry(world: &World, id: &str, kind: &str) -> Option<Value> {
+    let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+    timeline["events"].as_array().into_iter().flatten().find(|e| e["type"] == kind).cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_full_or_unwritable_recordings_disk_fails_the_recording_visibly_and_the_session_goes_on() {
+    let world = World::start("recordings-disk", Flavor::OpenAi, &[]).await;
+    let recordings = world.data_dir.path().join("recordings");
+    let config = json!({"agent": {"type": "inline", "model": "provider_b"}}); // recorded by default
+
+    // A disk that fills up one second into the recording (24 kHz stereo is 96 KB a second).
+    let disk = SmallDisk::mount(&recordings, "64k");
+    world.fake.queue([Reply::Speak("Understood.".into())]);
+    let result = world.client("spoken_turn", config.clone()).finish(&world, Duration::from_secs(60)).await;
+    let full = session_id(&result);
+    assert!(!events(&result, "turn-complete").is_empty(), "the conversation went on: {}", result["observations"]);
+    let failed = timeline_entry(&world, &full, "recording.failed").expect("the timeline says the recording failed");
+    let error = failed["data"]["error"].as_str().unwrap_or("");
+    assert!(error.starts_with("writing the recording") && error.contains("No space left"), "{failed}");
+    let ended = timeline_entry(&world, &full, "session.ended").expect("ended");
+    assert_eq!(ended["data"]["media"]["recording_failed"], true, "{ended}");
+    let (status, _) = world.get(&format!("/sessions/{full}/recording"));
+    assert_eq!(status, 404, "no half recording is served");
+    let transcript = world.get_json(&format!("/sessions/{full}/transcript"));
+    assert!(transcript.as_array().is_some_and(|turns| turns.len() >= 2), "both turns stored: {transcript}");
+    let left: Vec<_> = std::fs::read_dir(&recordings).expect("recordings").flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "the partial recording was removed, freeing the disk: {left:?}");
+    drop(disk);
+
+    // A recordings path that cannot be a directory: the session starts and talks without one.
+    std::fs::remove_dir(&recordings).expect("the mount point goes");
+    std::fs::write(&recordings, b"not a directory").expect("a file in the way");
+    world.fake.queue([Reply::Speak("Understood.".into())]);
+    let result =
+        world.client_with("unwritable", "spoken_turn", config, &[]).finish(&world, Duration::from_secs(60)).await;
+    let unwritable = session_id(&result);
+    assert!(!events(&result, "turn-complete").is_empty(), "the conversation went on: {}", result["observations"]);
+    let failed = timeline_entry(&world, &unwritable, "recording.failed").expect("the timeline says so");
+    assert!(failed["data"]["error"].as_str().is_some_and(|e| e.starts_with("creating the recording")), "{failed}");
+
+    // Both count in /metrics once their sessions have ended.
+    let (status, metrics) = world.get_raw("/metrics");
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(metrics.lines().any(|line| line == "svc_session_recordings_failed_total 2"), "{metrics}");
+    eprintln!("recordings disk: full → {error}; unwritable → {}", failed["data"]["error"]);
+}
+
+/// The soft and hard `RLIMIT_NOFILE` of process `pid` (util-linux's `prlimit`).
+fn nofile_limit(pid: u32) -> (String, String) {
+    let output = Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), "--nofile", "--output", "SOFT,HARD", "--noheadings", "--raw"])
+        .output()
+        .expect("run prlimit");
+    assert!(output.status.success(), "prlimit: {}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut limits = text.split_whitespace().map(str::to_owned);
+    (limits.next().expect("soft"), limits.next().expect("hard"))
+}
+
+fn set_nofile_limit(pid: u32, soft: &str, hard: &str) {
+    let status = Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--nofile={soft}:{hard}")])
+        .status()
+        .expect("run prlimit");
+    assert!(status.success(), "prlimit --nofile={soft}:{hard}");
+}
+
+/// The lowest descriptor number process `pid` has free: the kernel hands out the lowest, so a
+/// limit there makes every new descriptor fail with `EMFILE`.
+fn lowest_free_fd(pid: u32) -> u64 {
+    let open: std::collections::BTreeSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("/proc/PID/fd")
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect();
+    (0..).find(|fd| !open.contains(fd)).expect("a free number")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn out_of_file_descriptors_starts_get_503_live_sessions_talk_on_and_it_recovers_without_a_restart() {
+    let world = World::start("fd-limit", Flavor::OpenAi, &[]).await;
+    world.fake.queue([Reply::Speak("Still here, and listening.".into())]);
+    let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
+    let cue = world.dir.join("fd-limit.cue");
+    let cue_arg = cue.to_string_lossy().into_owned();
+    let run =
+        world.client_with("live", "turn_on_cue", config, &["--text", "Are you still there?", "--cue-file", &cue_arg]);
+    run.mark("ready", Duration::from_secs(40)).await;
+
+    // A connection svc accepts while it still can: a request on a new one could not even be
+    // accepted once every descriptor is taken (the kernel queues it; svc retries its accept).
+    let held = std::net::TcpStream::connect(&world.server.listen).expect("connect");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = world.server.child.id();
+    let (soft, hard) = nofile_limit(pid);
+    let exhausted = lowest_free_fd(pid);
+    set_nofile_limit(pid, &exhausted.to_string(), &hard);
+
+    // A start needs a descriptor (the provider's socket, the recording): a prompt 503, nothing hangs.
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let asked = Instant::now();
+    let (status, refused) =
+        http_on(held, &world.server.listen, "POST", "/api/v1/external/realtime/session/start", &world.key, Some(&body));
+    let refused_in = asked.elapsed();
+    let refused = String::from_utf8_lossy(&refused);
+    assert_eq!(status, 503, "a start without descriptors: {refused}");
+    assert!(refused.contains("out of file descriptors"), "{refused}");
+
+    // The live session talks on: a typed turn, answered aloud, while svc has no descriptor left.
+    std::fs::write(&cue, b"go").expect("cue");
+    let result = run.finish(&world, Duration::from_secs(60)).await;
+    assert!(!events(&result, "turn-complete").is_empty(), "{}", result["observations"]);
+    assert_eq!(result["observations"]["ended"]["reason"], "client_ended", "{}", result["observations"]);
+
+    // Descriptors again: the next start works, without a restart.
+    set_nofile_limit(pid, &soft, &hard);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let started = loop {
+        let (status, started) = world.post("/realtime/session/start", &body);
+        if status == 200 {
+            break started;
+        }
+        assert!(Instant::now() < deadline, "no start after the limit was raised: {status} {started}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(started["session_id"].is_string(), "{started}");
+    assert!(world.server.child.id() == pid, "the same process");
+    eprintln!(
+        "fd limit: start refused in {refused_in:?} at {exhausted} descriptors; live session talked on; recovered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_second_sigterm_cuts_the_drain_short() {
+    let mut world = World::start("sigterm-twice", Flavor::OpenAi, &["--drain-seconds", "120"]).await;
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let (status, started) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 200, "{started}");
+    let id = started["session_id"].as_str().expect("id").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while timeline_entry(&world, &id, "provider.ready").is_none() {
+        assert!(Instant::now() < deadline, "the session's provider never got ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let asked = world.terminate();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while world.get_raw("/healthz").0 != 503 {
+        assert!(Instant::now() < deadline, "no drain after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    world.terminate();
+    let took = world.restart_after_exit(asked);
+    assert!(took < Duration::from_secs(10), "a second SIGTERM ends a 120 s drain at once: {took:?}");
+    let ended = timeline_entry(&world, &id, "session.ended").expect("ended and stored");
+    assert_eq!(ended["data"]["reason"], "server_shutdown", "{ended}");
+    assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "completed");
+    eprintln!("sigterm twice: stopped {took:?} after the first signal, with a 120 s drain");
+}
