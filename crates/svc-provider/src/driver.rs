@@ -232,6 +232,7 @@ impl Driver {
                             if let Some(recorder) = &self.recorder {
                                 recorder.closed(now, code, &reason, true);
                             }
+                            tracing::info!(?code, %reason, "the provider closed the link");
                             self.codec.handle_upstream_closed(now, code, &reason);
                         }
                         Some(Err(error)) => {
@@ -315,6 +316,7 @@ impl Driver {
         if let Some(recorder) = &self.recorder {
             recorder.closed(now, Some(1006), reason, false);
         }
+        tracing::info!(%reason, "the provider link dropped");
         self.codec.handle_upstream_closed(now, Some(1006), reason);
     }
 

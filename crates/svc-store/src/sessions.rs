@@ -531,6 +531,48 @@ impl Store {
         Ok(())
     }
 
+    /// Stores batch number `batch` of a running session's writer — transcript turns and timeline
+    /// events, each appended after those already stored — exactly once: a batch whose number is
+    /// already stored (a retry after the answer to its commit was lost) stores nothing and
+    /// answers `false`. One transaction, so a batch lands whole or not at all.
+    pub async fn append_session_batch(
+        &self,
+        session_id: &str,
+        batch: i64,
+        turns: &[NewTurn],
+        events: &[NewTimelineEvent],
+    ) -> StoreResult<bool> {
+        let mut tx = self.writer.begin().await?;
+        let marked =
+            sqlx::query("INSERT INTO session_writes (session_id, batch) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                .bind(session_id)
+                .bind(batch)
+                .execute(&mut *tx)
+                .await?;
+        if marked.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        if !turns.is_empty() {
+            let next: i64 =
+                sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcript_turns WHERE session_id = $1")
+                    .bind(session_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            insert_turns_in(&mut tx, session_id, next, turns).await?;
+        }
+        if !events.is_empty() {
+            let next: i64 =
+                sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
+                    .bind(session_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            insert_events_in(&mut tx, session_id, next, events).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
     /// A session's transcript in order.
     pub async fn transcript(&self, session_id: &str) -> StoreResult<Vec<StoredTurn>> {
         let rows =
@@ -616,7 +658,7 @@ impl Store {
         .await?;
         let artifacts = rows.iter().map(artifact_from_row).collect::<StoreResult<Vec<_>>>()?;
         // Children first, so the delete does not depend on SQLite's per-connection foreign-key pragma.
-        for table in ["transcript_turns", "timeline_events", "session_artifacts"] {
+        for table in ["transcript_turns", "timeline_events", "session_artifacts", "session_writes"] {
             sqlx::query(&format!(
                 "DELETE FROM {table} WHERE session_id IN (SELECT id FROM sessions WHERE project_id = $1 AND id = $2)"
             ))

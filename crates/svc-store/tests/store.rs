@@ -44,6 +44,7 @@ on_both_backends!(
     a_restarted_node_ends_the_sessions_it_left_behind,
     resumption_handles_are_kept_with_their_time,
     a_session_dials_once_and_its_minutes_outlive_its_history,
+    a_retried_writer_batch_is_stored_once,
 );
 
 const T0: i64 = 1_750_000_000_000_000;
@@ -522,4 +523,29 @@ async fn a_session_dials_once_and_its_minutes_outlive_its_history(store: Store) 
     let kept = store.dial_of_session("s-1").await.expect("read").expect("kept");
     assert_eq!(kept.outcome.as_deref(), Some("completed"));
     assert_eq!(kept.answered_us, Some(T0 + 10));
+}
+
+async fn a_retried_writer_batch_is_stored_once(store: Store) {
+    let (ws, project) = workspace(&store, "acme").await;
+    store.insert_session(&live_session("s-1", &ws, &project, T0)).await.expect("insert");
+    // Something else writes to the timeline too (the start route does).
+    let started = NewTimelineEvent { ts_us: T0, kind: "session.started".into(), data: serde_json::json!({}) };
+    store.append_timeline("s-1", std::slice::from_ref(&started)).await.expect("started");
+    let turn = |text: &str| NewTurn { ts_us: T0 + 1, role: "user", text: text.into() };
+    let event = |kind: &str| NewTimelineEvent { ts_us: T0 + 1, kind: kind.into(), data: serde_json::json!({}) };
+    assert!(store.append_session_batch("s-1", 0, &[turn("one")], &[event("a")]).await.expect("batch 0"));
+    // Batch 0 again, as a writer retries it when its commit's answer was lost: nothing stored.
+    assert!(!store.append_session_batch("s-1", 0, &[turn("one")], &[event("a")]).await.expect("retry"));
+    assert!(store.append_session_batch("s-1", 1, &[turn("two")], &[]).await.expect("batch 1"));
+    assert!(store.append_session_batch("s-1", 2, &[], &[event("b")]).await.expect("batch 2"));
+    let texts: Vec<(i64, String)> =
+        store.transcript("s-1").await.expect("turns").into_iter().map(|t| (t.seq, t.text)).collect();
+    assert_eq!(texts, [(0, "one".to_owned()), (1, "two".to_owned())]);
+    let kinds: Vec<(i64, String)> =
+        store.timeline("s-1").await.expect("timeline").into_iter().map(|e| (e.seq, e.kind)).collect();
+    assert_eq!(kinds, [(0, "session.started".to_owned()), (1, "a".to_owned()), (2, "b".to_owned())]);
+    // The markers go with the session.
+    assert!(store.delete_session(&project, "s-1").await.expect("delete").is_some());
+    store.insert_session(&live_session("s-1", &ws, &project, T0)).await.expect("insert again");
+    assert!(store.append_session_batch("s-1", 0, &[turn("new")], &[]).await.expect("a new session's batch 0"));
 }

@@ -8,8 +8,9 @@
 //! framing ([`close_frame`], [`oversized_frame_header`], or garbage).
 //!
 //! Faults apply to the connections open when they are asked for; connections opened afterwards
-//! pass (so a client that reconnects gets through) unless [`FaultProxy::stall_new`] says
-//! otherwise.
+//! pass (so a client that reconnects gets through) unless [`FaultProxy::stall_new`] or
+//! [`FaultProxy::refuse_new`] says otherwise. A sever with new connections refused is a restart
+//! of the upstream (Postgres restarting: every connection dropped, none taken until it is back).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,7 @@ struct Shared {
     links: Vec<mpsc::UnboundedSender<Fault>>,
     accepted: usize,
     stall_new: bool,
+    refuse_new: bool,
     connect_delay: Duration,
     /// Upstream → client bytes per second; `None`: as fast as they come.
     throttle: Option<u64>,
@@ -70,6 +72,16 @@ impl FaultProxy {
                         Err(_) => continue,
                     },
                 };
+                if lock(&shared).refuse_new {
+                    // The upstream is down: the connection is reset before a byte, as a closed
+                    // port answers (a close without the reset reads as a protocol error).
+                    // Deprecated because a lingering close blocks the thread; a zero linger
+                    // resets at once. Failing that, it closes without the reset: still no upstream.
+                    #[allow(deprecated)]
+                    let _ = client.set_linger(Some(Duration::ZERO));
+                    drop(client);
+                    continue;
+                }
                 let (faults_tx, faults) = mpsc::unbounded_channel();
                 let (delay, stalled) = {
                     let mut shared = lock(&shared);
@@ -102,6 +114,12 @@ impl FaultProxy {
     /// New connections are stalled from the start (or, with `false`, pass again).
     pub fn stall_new(&self, stall: bool) {
         lock(&self.shared).stall_new = stall;
+    }
+
+    /// New connections are closed as soon as they are accepted (or, with `false`, pass again):
+    /// an upstream that is down.
+    pub fn refuse_new(&self, refuse: bool) {
+        lock(&self.shared).refuse_new = refuse;
     }
 
     /// The open connections are dropped at both ends, without a word.

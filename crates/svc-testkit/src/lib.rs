@@ -190,6 +190,10 @@ struct Inner {
     audio: Vec<Vec<i16>>,
     replies: VecDeque<Reply>,
     control: Option<mpsc::Sender<Action>>,
+    /// The earlier connections' control senders, kept so that a new connection does not end
+    /// the others (a connection ends when its control sender is dropped): many sessions share
+    /// one fake, as many share one provider.
+    earlier_controls: Vec<mpsc::Sender<Action>>,
     responses_requests: Vec<(Vec<(String, String)>, Value)>,
     usage: FakeUsage,
     /// Gemini handles issued (valid for resumption), each with the session audio it holds.
@@ -271,7 +275,9 @@ impl Shared {
             .collect();
         let mut inner = self.lock();
         inner.connections.push(Connection { target, headers });
-        inner.control = Some(control);
+        if let Some(earlier) = inner.control.replace(control) {
+            inner.earlier_controls.push(earlier);
+        }
         let index = inner.connections.len() - 1;
         if inner.audio.len() <= index {
             inner.audio.resize(index + 1, Vec::new());

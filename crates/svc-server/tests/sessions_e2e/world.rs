@@ -64,6 +64,17 @@ pub(crate) fn start_server(
 
 impl World {
     pub(crate) async fn start(test: &'static str, flavor: Flavor, extra: &[&str]) -> World {
+        World::start_on(test, flavor, extra, None).await
+    }
+
+    /// [`World::start`] on the database at `database_url` (Postgres) instead of SQLite in the
+    /// data directory.
+    pub(crate) async fn start_on(
+        test: &'static str,
+        flavor: Flavor,
+        extra: &[&str],
+        database_url: Option<&str>,
+    ) -> World {
         let guard = ONE_AT_A_TIME.lock().await;
         let repo = repo();
         for path in ["target/interop/venv/bin/python", MIC_WAV] {
@@ -76,8 +87,15 @@ impl World {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let listen = format!("127.0.0.1:{}", free_port());
         let public = format!("http://{listen}");
+        let database: Vec<(String, String)> =
+            database_url.map(|url| ("SVC_DATABASE_URL".to_owned(), url.to_owned())).into_iter().collect();
         let admin = |args: &[&str]| {
-            let output = svc(data_dir.path()).args(["--public-url", &public]).args(args).output().expect("run svc");
+            let output = svc(data_dir.path())
+                .envs(database.iter().cloned())
+                .args(["--public-url", &public])
+                .args(args)
+                .output()
+                .expect("run svc");
             assert!(output.status.success(), "svc {args:?}: {}", String::from_utf8_lossy(&output.stderr));
             String::from_utf8_lossy(&output.stdout).trim().to_owned()
         };
@@ -98,14 +116,15 @@ impl World {
             "--scope",
             "realtime:dial",
         ]);
-        let server_env = vec![
+        let mut server_env = database.clone();
+        server_env.extend([
             ("OPENAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
             ("OPENAI_BASE_URL".to_owned(), fake.openai_base_url()),
             ("XAI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
             ("XAI_BASE_URL".to_owned(), fake.openai_base_url()),
             ("GEMINI_API_KEY".to_owned(), FAKE_API_KEY.to_owned()),
             ("GOOGLE_GEMINI_BASE_URL".to_owned(), fake.gemini_base_url()),
-        ];
+        ]);
         let mut args: Vec<String> = vec!["--public-url".into(), public, "--server-tools".into()];
         args.push("end_call,speaker_log,examine_image".into());
         args.extend(extra.iter().map(|s| (*s).to_owned()));
@@ -161,8 +180,13 @@ impl World {
 
     /// Runs an admin command (`svc workspace …`) on the world's database.
     pub(crate) fn admin(&self, args: &[&str]) -> String {
-        let output =
-            svc(self.data_dir.path()).args(["--public-url", &self.base_url]).args(args).output().expect("run svc");
+        let database = self.server_env.iter().filter(|(name, _)| name == "SVC_DATABASE_URL").cloned();
+        let output = svc(self.data_dir.path())
+            .envs(database)
+            .args(["--public-url", &self.base_url])
+            .args(args)
+            .output()
+            .expect("run svc");
         assert!(output.status.success(), "svc {args:?}: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }

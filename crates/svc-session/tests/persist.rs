@@ -1,0 +1,97 @@
+//! The session's writer across a database restart: Postgres reached through a fault proxy that
+//! drops every connection and refuses new ones for a while (what a restart looks like from svc),
+//! while the session goes on writing. Everything written before, during and after lands once, in
+//! order, and the end is stored.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use svc_session::core::Persist;
+use svc_session::persist::{FinalRecord, Persister};
+use svc_store::testing::TestDatabase;
+use svc_store::{Backend, NewSession, Store};
+use svc_testkit::fault_proxy::FaultProxy;
+
+const T0: i64 = 1_750_000_000_000_000;
+
+fn turn(text: &str) -> Persist {
+    Persist::Turn { ts_us: T0, role: "user", text: text.to_owned() }
+}
+
+fn event(kind: &'static str) -> Persist {
+    Persist::Timeline { ts_us: T0, kind, data: json!({}) }
+}
+
+async fn texts(store: &Store) -> Vec<String> {
+    store.transcript("s-1").await.expect("transcript").into_iter().map(|turn| turn.text).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_made_while_postgres_restarts_land_once_and_in_order() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let ws = db.store.create_workspace("acme", "Acme", "localhost", T0).await.expect("workspace");
+    let project = db.store.default_project(&ws.id).await.expect("project");
+    db.store
+        .insert_session(&NewSession {
+            id: "s-1",
+            workspace_id: &ws.id,
+            project_id: &project.id,
+            source: "live",
+            status: "active",
+            usage_status: "pending",
+            started_us: T0,
+            ended_us: None,
+            provider: Some("provider_b"),
+            model: None,
+            title: None,
+            room_name: Some("room"),
+            config: None,
+            now_us: T0,
+        })
+        .await
+        .expect("session");
+    let mut url = url::Url::parse(&db.url).expect("url");
+    let postgres: SocketAddr =
+        format!("{}:{}", url.host_str().expect("host"), url.port().unwrap_or(5432)).parse().expect("address");
+    let proxy = FaultProxy::start(postgres).await;
+    url.set_port(Some(proxy.addr().port())).expect("port");
+    let store = Store::connect(url.as_str()).await.expect("through the proxy");
+
+    let mut persister = Persister::start(store, "s-1");
+    persister.push(turn("before"), T0);
+    persister.push(event("before"), T0);
+    persister.flush();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while texts(&db.store).await.is_empty() {
+        assert!(Instant::now() < deadline, "the first batch never landed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Postgres restarts: every connection dropped, new ones refused for two seconds, while the
+    // session goes on (a flush with every input, as the actor does).
+    proxy.refuse_new(true);
+    proxy.sever();
+    for (n, text) in ["during one", "during two", "during three"].into_iter().enumerate() {
+        persister.push(turn(text), T0);
+        persister.push(event("during"), T0);
+        persister.flush();
+        tokio::time::sleep(Duration::from_millis(300 + 200 * n as u64)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    proxy.refuse_new(false);
+    persister.push(turn("after"), T0);
+    persister.flush();
+    let finishing = Instant::now();
+    persister.finish(FinalRecord { status: "completed", ended_us: T0 + 1_000_000, usage: None, recording: None }).await;
+    assert!(finishing.elapsed() < Duration::from_secs(10), "the end waited {:?}", finishing.elapsed());
+
+    assert_eq!(texts(&db.store).await, ["before", "during one", "during two", "during three", "after"]);
+    let timeline = db.store.timeline("s-1").await.expect("timeline");
+    let kinds: Vec<&str> = timeline.iter().map(|event| event.kind.as_str()).collect();
+    assert_eq!(kinds, ["before", "during", "during", "during"]);
+    assert!(timeline.iter().enumerate().all(|(n, event)| event.seq == n as i64), "gap-free");
+    let session = db.store.session_in_project(&project.id, "s-1").await.expect("read").expect("present");
+    assert_eq!(session.status, "completed");
+    assert!(proxy.accepted() >= 2, "the writer reconnected");
+}
