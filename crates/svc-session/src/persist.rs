@@ -3,8 +3,9 @@
 //! recording's artifact), so the session's audio never waits on the database and writes of one
 //! session land in order (their `seq` numbers are allocated by the store per append).
 //!
-//! The actor hands records to a [`Persister`], which batches them and passes a batch to the task
-//! whenever the task is free; a slow database makes batches larger, never the actor slower.
+//! The actor hands records to a [`Persister`], which adds them to a batch it shares with the task
+//! and wakes it; the task takes the whole batch whenever it is free, so a slow database makes
+//! batches larger, never the actor slower, and nothing waits for the actor's next input.
 //!
 //! A database that goes away (a restart, a failover, a cut network) costs nothing while it comes
 //! back within [`RETRY_FOR`]: the task retries the batch in hand with backoff, the session runs
@@ -15,10 +16,11 @@
 //! was lost stores nothing twice.
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use svc_store::{ArtifactRecord, NewTimelineEvent, NewTurn, Store, StoreError, StoreResult, UsageRecord};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::core::Persist;
@@ -62,98 +64,100 @@ pub struct FinalRecord {
     pub recording: Option<ArtifactRecord>,
 }
 
-enum Write {
-    Batch(Batch),
-    Finish(Batch, Box<FinalRecord>, oneshot::Sender<()>),
-}
-
-/// The actor's side of the writer task.
-#[derive(Debug)]
-pub struct Persister {
-    session_id: String,
-    tx: mpsc::Sender<Write>,
+/// What the actor hands the writer: the records not yet taken, and at the end the final record.
+#[derive(Default)]
+struct Handoff {
     pending: Batch,
-    task: Option<JoinHandle<()>>,
+    finish: Option<(FinalRecord, oneshot::Sender<()>)>,
     /// Turns and events dropped from `pending` over its bounds.
     dropped: (usize, usize),
+}
+
+/// The actor's side of the writer task. The two share the pending batch: the actor adds to it
+/// (under a lock held for a push), the writer takes all of it whenever it is free and woken, so
+/// nothing waits for the actor's next input to be handed over.
+pub struct Persister {
+    session_id: String,
+    handoff: Arc<Mutex<Handoff>>,
+    wake: Arc<Notify>,
+    /// Records were added since the writer was last woken.
+    dirty: bool,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Persister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Persister").field("session_id", &self.session_id).finish_non_exhaustive()
+    }
 }
 
 impl Persister {
     /// Starts the writer task of `session_id`.
     pub fn start(store: Store, session_id: &str) -> Persister {
-        // One batch in flight and one queued: the actor merges everything else into `pending`.
-        let (tx, rx) = mpsc::channel(1);
-        let task = tokio::spawn(run(store, session_id.to_owned(), rx));
-        Persister {
-            session_id: session_id.to_owned(),
-            tx,
-            pending: Batch::default(),
-            task: Some(task),
-            dropped: (0, 0),
-        }
+        let handoff = Arc::new(Mutex::new(Handoff::default()));
+        let wake = Arc::new(Notify::new());
+        let task = tokio::spawn(run(store, session_id.to_owned(), handoff.clone(), wake.clone()));
+        Persister { session_id: session_id.to_owned(), handoff, wake, dirty: false, task: Some(task) }
+    }
+
+    fn handoff(&self) -> std::sync::MutexGuard<'_, Handoff> {
+        lock(&self.handoff)
     }
 
     /// Queues a record of the core.
     pub fn push(&mut self, record: Persist, now_us: i64) {
+        let mut handoff = self.handoff();
+        let pending = &mut handoff.pending;
         match record {
-            Persist::Turn { ts_us, role, text } => self.pending.turns.push(NewTurn { ts_us, role, text }),
+            Persist::Turn { ts_us, role, text } => pending.turns.push(NewTurn { ts_us, role, text }),
             Persist::Timeline { ts_us, kind, data } => {
-                self.pending.timeline.push(NewTimelineEvent { ts_us, kind: kind.to_owned(), data });
+                pending.timeline.push(NewTimelineEvent { ts_us, kind: kind.to_owned(), data });
             }
-            Persist::ResumptionHandle(handle) => self.pending.handle = Some((handle, now_us)),
+            Persist::ResumptionHandle(handle) => pending.handle = Some((handle, now_us)),
         }
-        self.bound();
-    }
-
-    /// Keeps what waits within its bounds: the oldest go first, counted.
-    fn bound(&mut self) {
-        let turns = self.pending.turns.len().saturating_sub(MAX_PENDING_TURNS);
-        let events = self.pending.timeline.len().saturating_sub(MAX_PENDING_EVENTS);
-        if turns + events == 0 {
-            return;
+        // Within the bounds: the oldest go first, counted.
+        let turns = pending.turns.len().saturating_sub(MAX_PENDING_TURNS);
+        let events = pending.timeline.len().saturating_sub(MAX_PENDING_EVENTS);
+        if turns + events > 0 {
+            pending.turns.drain(..turns);
+            pending.timeline.drain(..events);
+            if handoff.dropped == (0, 0) {
+                tracing::error!(session.id = %self.session_id, "the database has been away too long: the oldest unstored records are dropped");
+            }
+            handoff.dropped.0 += turns;
+            handoff.dropped.1 += events;
         }
-        self.pending.turns.drain(..turns);
-        self.pending.timeline.drain(..events);
-        if self.dropped == (0, 0) {
-            tracing::error!(session.id = %self.session_id, "the database has been away too long: the oldest unstored records are dropped");
-        }
-        self.dropped.0 += turns;
-        self.dropped.1 += events;
+        drop(handoff);
+        self.dirty = true;
     }
 
     /// Refreshes the session's heartbeat with the next batch.
     pub fn heartbeat(&mut self, now_us: i64) {
-        self.pending.heartbeat = Some(now_us);
+        self.handoff().pending.heartbeat = Some(now_us);
+        self.dirty = true;
     }
 
-    /// Hands what is pending to the task if it can take it now.
+    /// Wakes the writer for what was added (cheap when nothing was: called after every input).
     pub fn flush(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.pending);
-        if let Err(
-            mpsc::error::TrySendError::Full(Write::Batch(batch))
-            | mpsc::error::TrySendError::Closed(Write::Batch(batch)),
-        ) = self.tx.try_send(Write::Batch(batch))
-        {
-            // Busy: merge back and try again after the next input.
-            self.pending.merge_front(batch);
+        if std::mem::take(&mut self.dirty) {
+            self.wake.notify_one();
         }
     }
 
     /// Writes everything pending and the end of the session, then stops the task.
     pub async fn finish(mut self, record: FinalRecord) {
-        if self.dropped != (0, 0) {
-            let (turns, events) = self.dropped;
-            tracing::error!(session.id = %self.session_id, turns, events, "records dropped while the database was away");
-        }
-        let batch = std::mem::take(&mut self.pending);
         let (done, written) = oneshot::channel();
-        if self.tx.send(Write::Finish(batch, Box::new(record), done)).await.is_ok() {
-            // The writer reports its own failures; only its end matters here.
-            let _ = written.await;
-        } else {
+        let dropped = {
+            let mut handoff = self.handoff();
+            handoff.finish = Some((record, done));
+            handoff.dropped
+        };
+        if dropped != (0, 0) {
+            tracing::error!(session.id = %self.session_id, turns = dropped.0, events = dropped.1,
+                "records dropped while the database was away");
+        }
+        self.wake.notify_one();
+        if written.await.is_err() {
             tracing::error!(session.id = %self.session_id, "the session's writer task is gone; its end was not stored");
         }
         if let Some(task) = self.task.take() {
@@ -163,32 +167,36 @@ impl Persister {
     }
 }
 
-impl Batch {
-    /// Puts `earlier` (a batch that could not be sent) before what accumulated since.
-    fn merge_front(&mut self, mut earlier: Batch) {
-        earlier.turns.append(&mut self.turns);
-        earlier.timeline.append(&mut self.timeline);
-        self.turns = earlier.turns;
-        self.timeline = earlier.timeline;
-        if self.handle.is_none() {
-            self.handle = earlier.handle;
-        }
-        self.heartbeat = self.heartbeat.max(earlier.heartbeat);
-    }
+fn lock(handoff: &Mutex<Handoff>) -> std::sync::MutexGuard<'_, Handoff> {
+    handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn run(store: Store, session_id: String, mut rx: mpsc::Receiver<Write>) {
+async fn run(store: Store, session_id: String, handoff: Arc<Mutex<Handoff>>, wake: Arc<Notify>) {
     // The number of the next batch, which makes its retries recognizable.
     let mut number = 0;
-    while let Some(write) = rx.recv().await {
-        match write {
-            Write::Batch(batch) => write_batch(&store, &session_id, &mut number, batch).await,
-            Write::Finish(batch, record, done) => {
+    loop {
+        wake.notified().await;
+        // Everything added until now, and again after each write: what came in while it ran.
+        loop {
+            let (batch, finish) = {
+                let mut handoff = lock(&handoff);
+                (std::mem::take(&mut handoff.pending), handoff.finish.take())
+            };
+            let empty = batch.is_empty();
+            if !empty {
                 write_batch(&store, &session_id, &mut number, batch).await;
-                finish(&store, &session_id, *record).await;
+            }
+            if let Some((record, done)) = finish {
+                // What was added with the end is in `batch` or still pending: take it too.
+                let rest = std::mem::take(&mut lock(&handoff).pending);
+                write_batch(&store, &session_id, &mut number, rest).await;
+                self::finish(&store, &session_id, record).await;
                 // The caller gave up waiting; nothing to tell it.
                 let _ = done.send(());
                 return;
+            }
+            if empty {
+                break;
             }
         }
     }

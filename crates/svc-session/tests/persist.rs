@@ -27,8 +27,8 @@ async fn texts(store: &Store) -> Vec<String> {
     store.transcript("s-1").await.expect("transcript").into_iter().map(|turn| turn.text).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_made_while_postgres_restarts_land_once_and_in_order() {
+/// A session row on a fresh Postgres database, and a store that reaches it through a proxy.
+async fn through_a_proxy() -> (TestDatabase, String, FaultProxy, Store) {
     let db = TestDatabase::new(Backend::Postgres).await;
     let ws = db.store.create_workspace("acme", "Acme", "localhost", T0).await.expect("workspace");
     let project = db.store.default_project(&ws.id).await.expect("project");
@@ -57,7 +57,12 @@ async fn writes_made_while_postgres_restarts_land_once_and_in_order() {
     let proxy = FaultProxy::start(postgres).await;
     url.set_port(Some(proxy.addr().port())).expect("port");
     let store = Store::connect(url.as_str()).await.expect("through the proxy");
+    (db, project.id, proxy, store)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_made_while_postgres_restarts_land_once_and_in_order() {
+    let (db, project, proxy, store) = through_a_proxy().await;
     let mut persister = Persister::start(store, "s-1");
     persister.push(turn("before"), T0);
     persister.push(event("before"), T0);
@@ -91,7 +96,30 @@ async fn writes_made_while_postgres_restarts_land_once_and_in_order() {
     let kinds: Vec<&str> = timeline.iter().map(|event| event.kind.as_str()).collect();
     assert_eq!(kinds, ["before", "during", "during", "during"]);
     assert!(timeline.iter().enumerate().all(|(n, event)| event.seq == n as i64), "gap-free");
-    let session = db.store.session_in_project(&project.id, "s-1").await.expect("read").expect("present");
+    let session = db.store.session_in_project(&project, "s-1").await.expect("read").expect("present");
     assert_eq!(session.status, "completed");
     assert!(proxy.accepted() >= 2, "the writer reconnected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_pushed_while_the_writer_is_busy_lands_without_another_input() {
+    // A slow database (its answers trickle): the writer is busy with the first record while the
+    // session adds more, then the session falls quiet (a session nobody talks in). Everything
+    // lands anyway: the writer takes what came in while it was busy.
+    let (db, _, proxy, store) = through_a_proxy().await;
+    let mut persister = Persister::start(store, "s-1");
+    proxy.throttle(Some(200));
+    for text in ["one", "two", "three", "four"] {
+        persister.push(turn(text), T0);
+        persister.flush();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proxy.throttle(None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while texts(&db.store).await.len() < 4 {
+        assert!(Instant::now() < deadline, "stranded: {:?}", texts(&db.store).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(texts(&db.store).await, ["one", "two", "three", "four"]);
+    persister.finish(FinalRecord { status: "completed", ended_us: T0 + 1, usage: None, recording: None }).await;
 }
