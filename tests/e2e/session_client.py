@@ -428,6 +428,7 @@ async def spoken_turn(client: Client) -> None:
     """One spoken turn: the microphone reaches the model, its voice reaches the client."""
     await client.wait_ready()
     mark = len(client.events)
+    client.mark("speaking")
     await client.publish_mic(client.args.mic)
     client.mark("spoken")
     await client.wait_type("turn-complete", 25, after=mark, role="ASSISTANT")

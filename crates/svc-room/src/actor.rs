@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
@@ -132,6 +132,10 @@ pub(crate) struct RoomActor {
     pub(crate) on_exit: Box<dyn FnOnce(RoomId) + Send>,
 }
 
+/// How long a closing room waits at most for its reliable data to be acknowledged: two SCTP
+/// retransmissions of a lost packet (its retransmission timeout is a second at least).
+pub(crate) const CLOSE_LINGER: Duration = Duration::from_secs(3);
+
 impl RoomActor {
     pub(crate) async fn run(mut self) {
         let mut signals: HashMap<Key, mpsc::Sender<proto::signal_response::Message>> = HashMap::new();
@@ -139,11 +143,15 @@ impl RoomActor {
         let mut rpc_calls = RpcCalls::default();
         // What the core said as it opened (`room_started`).
         self.carry_out(&mut signals, &mut locals, &mut rpc_calls);
+        let mut shutdown_seen = false;
         loop {
             let deadline = self.core.poll_timeout();
             let command = tokio::select! {
                 biased;
-                () = self.shutdown.cancelled() => Some(RoomCommand::Close { reason: LeaveReason::ServerShutdown }),
+                () = self.shutdown.cancelled(), if !shutdown_seen => {
+                    shutdown_seen = true;
+                    Some(RoomCommand::Close { reason: LeaveReason::ServerShutdown })
+                }
                 // Before commands: what a participant posted before asking the room to close
                 // (its last words) goes out before the close.
                 post = self.posts.recv() => post.map(RoomCommand::Post),
@@ -237,10 +245,9 @@ impl RoomActor {
                     // The caller gave up waiting; nothing to tell it.
                     let _ = reply.send(self.core.admin(now, command));
                 }
-                Some(RoomCommand::Close { reason }) => {
-                    self.core.close(now, reason);
-                    closing = true;
-                }
+                // The room ends once what it sent reliably is delivered (the core then says
+                // `Expired`), within `CLOSE_LINGER`.
+                Some(RoomCommand::Close { reason }) => self.core.close_after_delivery(now, reason, CLOSE_LINGER),
                 None => {
                     if deadline.is_some_and(|at| at <= now) {
                         self.core.handle_timeout(now);

@@ -36,6 +36,9 @@ pub struct RoomServerConfig {
     /// Addresses to bind and advertise as ICE host candidates. Empty: loopback plus the address
     /// of the interface that holds the default route.
     pub node_ips: Vec<IpAddr>,
+    /// Bound addresses that clients reach at another address, with the same port (a 1:1 NAT: a
+    /// cloud VM's private address and its public one): the public one is advertised instead.
+    pub public_ips: Vec<(IpAddr, IpAddr)>,
     /// How long an empty room lives before it closes.
     pub empty_timeout: Duration,
     /// Seconds between client pings (sent in the join response).
@@ -53,6 +56,7 @@ impl Default for RoomServerConfig {
         RoomServerConfig {
             udp_port: 7882,
             node_ips: Vec::new(),
+            public_ips: Vec::new(),
             empty_timeout: Duration::from_secs(300),
             ping_interval_seconds: 5,
             ping_timeout_seconds: 15,
@@ -164,7 +168,7 @@ impl RoomServer {
     pub async fn start(config: RoomServerConfig, credentials: RoomCredentials) -> Result<RoomServer, RoomError> {
         CRYPTO.call_once(|| str0m::crypto::from_feature_flags().install_process_default());
         let ips = if config.node_ips.is_empty() { default_node_ips() } else { config.node_ips.clone() };
-        let mux = UdpMux::bind(&ips, config.udp_port)
+        let mux = UdpMux::bind(&ips, config.udp_port, &config.public_ips)
             .await
             .map_err(|source| RoomError::Bind { address: format!("{ips:?} port {}", config.udp_port), source })?;
         let dtls_cert =

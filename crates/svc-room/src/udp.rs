@@ -49,7 +49,10 @@ struct Routes {
 
 /// The sockets plus the routing table.
 pub(crate) struct UdpMux {
-    /// Each socket with its bound address (looked up once: `local_addr` is a syscall).
+    /// Each socket with the address it is advertised at: its bound address (looked up once:
+    /// `local_addr` is a syscall), or the public one a 1:1 NAT maps to it. Datagrams it receives
+    /// are addressed to that (str0m matches their destination against its host candidates), and
+    /// datagrams from that address leave through it.
     sockets: Vec<(SocketAddr, Arc<UdpSocket>)>,
     routes: Mutex<Routes>,
 }
@@ -58,17 +61,22 @@ pub(crate) struct UdpMux {
 const MAX_DATAGRAM: usize = 2048;
 
 impl UdpMux {
-    /// Binds one socket per address (port 0 picks a free port per socket).
-    pub(crate) async fn bind(ips: &[IpAddr], port: u16) -> std::io::Result<Arc<UdpMux>> {
+    /// Binds one socket per address (port 0 picks a free port per socket); a socket whose
+    /// address is mapped in `public` (bound → public) is advertised at the public address.
+    pub(crate) async fn bind(ips: &[IpAddr], port: u16, public: &[(IpAddr, IpAddr)]) -> std::io::Result<Arc<UdpMux>> {
         let mut sockets = Vec::new();
         for ip in ips {
             let socket = UdpSocket::bind(SocketAddr::new(*ip, port)).await?;
-            sockets.push((socket.local_addr()?, Arc::new(socket)));
+            let mut advertised = socket.local_addr()?;
+            if let Some((_, public)) = public.iter().find(|(bound, _)| bound == ip) {
+                advertised.set_ip(*public);
+            }
+            sockets.push((advertised, Arc::new(socket)));
         }
         Ok(Arc::new(UdpMux { sockets, routes: Mutex::new(Routes::default()) }))
     }
 
-    /// The bound addresses, advertised as host candidates.
+    /// The advertised addresses (host candidates).
     pub(crate) fn local_addrs(&self) -> Vec<SocketAddr> {
         self.sockets.iter().map(|(address, _)| *address).collect()
     }

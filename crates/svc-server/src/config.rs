@@ -70,9 +70,10 @@ pub struct ConfigArgs {
     /// UDP port of the embedded media room (all WebRTC traffic) [default: 7882; 0 = any free port].
     #[arg(long, global = true, env = "SVC_ROOM_UDP_PORT", value_name = "PORT")]
     pub room_udp_port: Option<u16>,
-    /// Comma-separated IP addresses the embedded room binds and advertises as ICE candidates
-    /// [default: 127.0.0.1 plus the address of the default-route interface].
-    #[arg(long, global = true, env = "SVC_ROOM_NODE_IP", value_name = "IP,…")]
+    /// Comma-separated IP addresses the embedded room binds and advertises as ICE candidates;
+    /// `LOCAL=PUBLIC` binds LOCAL and advertises PUBLIC, for a 1:1 NAT (a cloud VM's private and
+    /// public address) [default: 127.0.0.1 plus the address of the default-route interface].
+    #[arg(long, global = true, env = "SVC_ROOM_NODE_IP", value_name = "IP[=PUBLIC],…")]
     pub room_node_ip: Option<String>,
     /// Comma-separated http(s) URLs the embedded room POSTs LiveKit's webhook events to, signed
     /// with the room's API key as LiveKit signs them [default: none].
@@ -337,6 +338,8 @@ pub struct RoomConfig {
     pub udp_port: u16,
     /// Addresses the embedded room binds and advertises (empty: detected).
     pub node_ips: Vec<std::net::IpAddr>,
+    /// Bound addresses advertised at another (public) address.
+    pub public_ips: Vec<(std::net::IpAddr, std::net::IpAddr)>,
     /// Where the embedded room sends its webhook events.
     pub webhook_urls: Vec<Url>,
 }
@@ -514,14 +517,25 @@ impl ConfigArgs {
         if self.room_api_secret.as_ref().is_some_and(|secret| secret.len() < 32) {
             return Err(invalid("--room-api-secret", "the secret must be at least 32 bytes"));
         }
-        let mut room_node_ips = Vec::new();
-        for text in self.room_node_ip.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let ip: std::net::IpAddr =
-                text.parse().map_err(|_| invalid("--room-node-ip", format!("`{text}` is not an IP address")))?;
-            if ip.is_unspecified() || ip.is_multicast() {
-                return Err(invalid("--room-node-ip", format!("`{text}` cannot be an ICE host candidate")));
+        let (mut room_node_ips, mut room_public_ips) = (Vec::new(), Vec::new());
+        for entry in self.room_node_ip.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (bound, public) = match entry.split_once('=') {
+                Some((bound, public)) => (bound.trim(), Some(public.trim())),
+                None => (entry, None),
+            };
+            let ip = |text: &str| -> Result<std::net::IpAddr, ConfigError> {
+                let ip: std::net::IpAddr =
+                    text.parse().map_err(|_| invalid("--room-node-ip", format!("`{text}` is not an IP address")))?;
+                if ip.is_unspecified() || ip.is_multicast() {
+                    return Err(invalid("--room-node-ip", format!("`{text}` cannot be an ICE host candidate")));
+                }
+                Ok(ip)
+            };
+            let bound = ip(bound)?;
+            room_node_ips.push(bound);
+            if let Some(public) = public {
+                room_public_ips.push((bound, ip(public)?));
             }
-            room_node_ips.push(ip);
         }
         let mut room_webhook_urls = Vec::new();
         for text in self.room_webhook_urls.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty())
@@ -590,6 +604,7 @@ impl ConfigArgs {
                 api_secret: self.room_api_secret,
                 udp_port: self.room_udp_port.unwrap_or(DEFAULT_ROOM_UDP_PORT),
                 node_ips: room_node_ips,
+                public_ips: room_public_ips,
                 webhook_urls: room_webhook_urls,
             },
             max_session_seconds,
@@ -680,6 +695,7 @@ impl Config {
                 api_secret: None,
                 udp_port: 0,
                 node_ips: vec![std::net::IpAddr::from([127, 0, 0, 1])],
+                public_ips: Vec::new(),
                 webhook_urls: Vec::new(),
             },
             max_session_seconds: Some(DEFAULT_MAX_SESSION_SECONDS),
@@ -849,6 +865,7 @@ mod tests {
             ConfigArgs { room_api_secret: Some("short".into()), ..Default::default() },
             ConfigArgs { room_node_ip: Some("10.0.0.300".into()), ..Default::default() },
             ConfigArgs { room_node_ip: Some("0.0.0.0".into()), ..Default::default() },
+            ConfigArgs { room_node_ip: Some("10.0.0.5=public".into()), ..Default::default() },
             ConfigArgs { max_session_seconds: Some("9".into()), ..Default::default() },
             ConfigArgs { max_session_seconds: Some("86401".into()), ..Default::default() },
             ConfigArgs { node_id: Some("  ".into()), ..Default::default() },
@@ -904,6 +921,10 @@ mod tests {
         .expect("valid");
         assert_eq!(pinned.room.udp_port, 0);
         assert_eq!(pinned.room.node_ips.len(), 2);
+        let natted = resolve(ConfigArgs { room_node_ip: Some("10.0.0.5=203.0.113.7".into()), ..Default::default() })
+            .expect("valid");
+        assert_eq!(natted.room.node_ips, [std::net::IpAddr::from([10, 0, 0, 5])]);
+        assert_eq!(natted.room.public_ips, [([10, 0, 0, 5].into(), [203, 0, 113, 7].into())]);
         assert!(defaults.room.webhook_urls.is_empty());
         let hooked = ConfigArgs {
             room_webhook_urls: Some("https://a.example/hook, http://10.0.0.2:9000/lk".into()),

@@ -33,6 +33,7 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let room_config = svc_room::RoomServerConfig {
         udp_port: config.room.udp_port,
         node_ips: config.room.node_ips.clone(),
+        public_ips: config.room.public_ips.clone(),
         webhooks: svc_room::WebhookConfig {
             urls: config.room.webhook_urls.iter().map(ToString::to_string).collect(),
             ..Default::default()

@@ -438,6 +438,9 @@ pub(crate) struct RoomCore {
     /// Nobody has been in the room since.
     empty_since: Option<Instant>,
     closed: bool,
+    /// Closing once the reliable data sent so far is delivered, with why and the latest moment
+    /// ([`RoomCore::close_after_delivery`]).
+    closing: Option<(LeaveReason, Instant)>,
     /// `room_finished` went out (it goes once, whichever way the room ends).
     finished: bool,
     /// Set by the server API (`CreateRoom`, `UpdateRoomMetadata`); shown in the room's info.
@@ -519,6 +522,7 @@ impl RoomCore {
             anyone_joined: false,
             empty_since: Some(now),
             closed: false,
+            closing: None,
             finished: false,
             metadata: String::new(),
             max_participants: 0,
@@ -588,6 +592,9 @@ impl RoomCore {
         if let Some(since) = self.empty_since.filter(|_| !self.closed) {
             consider(since + self.idle_limit());
         }
+        if let Some((_, until)) = self.closing {
+            consider(until);
+        }
         soonest
     }
 
@@ -634,6 +641,8 @@ impl RoomCore {
         }
         self.mark_dirty(key, role);
         self.flush(now);
+        // A closing room ends as soon as the last acknowledgement is in.
+        self.close_if_delivered(now);
     }
 
     /// Drives every connection's timers and the in-process audio pacing.
@@ -689,6 +698,9 @@ impl RoomCore {
             self.remove_participant(now, key, LeaveReason::MediaFailure, true);
         }
         self.flush(now);
+        if self.close_if_delivered(now) {
+            return;
+        }
         if !self.closed && self.empty_since.is_some_and(|since| now >= since + self.idle_limit()) {
             self.closed = true;
             self.finished(proto::RoomEndReason::RoomEndIdleTimeout);

@@ -197,6 +197,47 @@ impl RoomCore {
         self.flush(now);
     }
 
+    /// Closes the room once the reliable data already sent to the clients has been delivered
+    /// (every byte acknowledged), or after `linger` at most; meanwhile it runs as before, so the
+    /// acknowledgements and retransmissions flow. A session's last words (`session-ended`) then
+    /// survive a lost packet on a bad network: SCTP resends it only after a second or more, and a
+    /// room closed at once would have taken it down unsent. The core says [`CoreOutput::Expired`]
+    /// when it has closed.
+    pub(crate) fn close_after_delivery(&mut self, now: Instant, reason: LeaveReason, linger: Duration) {
+        if self.closed || self.closing.is_some() {
+            return;
+        }
+        self.closing = Some((reason, now + linger));
+        self.close_if_delivered(now);
+    }
+
+    /// While closing: closes when nothing reliable is in flight or the linger is over; true if
+    /// it did.
+    pub(super) fn close_if_delivered(&mut self, now: Instant) -> bool {
+        let Some((reason, until)) = self.closing else { return false };
+        if now < until && self.reliable_in_flight() {
+            return false;
+        }
+        self.closing = None;
+        self.close(now, reason);
+        self.outputs.push_back(CoreOutput::Expired);
+        true
+    }
+
+    /// Whether any client still has reliable data waiting or unacknowledged.
+    fn reliable_in_flight(&mut self) -> bool {
+        self.participants.values_mut().any(|participant| match &mut participant.body {
+            Body::Remote(remote) => {
+                let unacknowledged = remote
+                    .subscriber_reliable
+                    .and_then(|id| remote.subscriber.rtc.channel(id))
+                    .is_some_and(|mut channel| channel.buffered_amount() > 0);
+                unacknowledged || !remote.reliable_backlog.is_empty()
+            }
+            Body::Local(_) => false,
+        })
+    }
+
     /// Closes the room: everyone gets a leave with the reason.
     pub(crate) fn close(&mut self, now: Instant, reason: LeaveReason) {
         self.closed = true;

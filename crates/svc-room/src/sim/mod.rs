@@ -413,6 +413,14 @@ impl Sim {
         self.collect();
     }
 
+    /// The room closes once what it sent reliably is delivered, within `linger` (as the actor
+    /// closes it).
+    pub(crate) fn close_room_after_delivery(&mut self, reason: LeaveReason, linger: Duration) {
+        let now = self.now;
+        self.room.close_after_delivery(now, reason, linger);
+        self.collect();
+    }
+
     /// Runs for `duration` of virtual time.
     pub(crate) fn run_for(&mut self, duration: Duration) {
         let until = self.now + duration;

@@ -734,3 +734,57 @@ fn a_room_waits_its_empty_timeout_for_a_first_join_and_its_departure_timeout_aft
     assert!(left.expired, "everyone left: the departure timeout");
     assert_eq!(left.room.describe().room.departure_timeout, 1);
 }
+
+#[test]
+fn a_closing_room_waits_for_its_last_reliable_words_to_be_delivered() {
+    let linger = Duration::from_secs(3);
+    // A path that holds the agent's last message (the client has not acknowledged it): the room
+    // stays until it is through, then closes at once.
+    let mut room = sim();
+    let alice = room.join_ready("alice", JoinOptions::default());
+    let agent = room.join_local("agent", ParticipantKind::Agent);
+    room.run_for(Duration::from_millis(50));
+    room.client_mut(alice).hold_inbound = true;
+    let last_words = LocalCommand::SendData {
+        payload: Bytes::from_static(b"session-ended"),
+        topic: None,
+        reliable: true,
+        destinations: Vec::new(),
+    };
+    assert!(matches!(room.local(agent, last_words), LocalReply::Done));
+    room.close_room_after_delivery(LeaveReason::RoomDeleted, linger);
+    room.run_for(Duration::from_secs(1));
+    assert!(!room.expired && room.client(alice).left().is_none(), "the room waits for the acknowledgement");
+    room.release(alice);
+    room.run_until(Duration::from_millis(500), |sim| sim.expired);
+    room.run_for(Duration::from_millis(20));
+    assert_eq!(room.client(alice).data().last().map(|d| d.2.clone()), Some(b"session-ended".to_vec()));
+    assert_eq!(room.client(alice).left(), Some(proto::DisconnectReason::RoomDeleted));
+
+    // A client that never acknowledges: the room closes when the linger is over.
+    let mut room = sim();
+    let bob = room.join_ready("bob", JoinOptions::default());
+    let agent = room.join_local("agent", ParticipantKind::Agent);
+    room.run_for(Duration::from_millis(50));
+    room.client_mut(bob).unplugged = true;
+    let last_words = LocalCommand::SendData {
+        payload: Bytes::from_static(b"session-ended"),
+        topic: None,
+        reliable: true,
+        destinations: Vec::new(),
+    };
+    assert!(matches!(room.local(agent, last_words), LocalReply::Done));
+    let closing = room.elapsed();
+    room.close_room_after_delivery(LeaveReason::RoomDeleted, linger);
+    room.run_until(Duration::from_secs(4), |sim| sim.expired);
+    assert!(room.elapsed() - closing >= linger - Duration::from_millis(1), "closed at the linger's end");
+
+    // Nothing in flight: the room closes at once.
+    let mut room = sim();
+    let carol = room.join_ready("carol", JoinOptions::default());
+    room.run_for(Duration::from_millis(200));
+    room.close_room_after_delivery(LeaveReason::RoomDeleted, linger);
+    assert!(room.expired, "closed at once");
+    room.run_for(Duration::from_millis(20));
+    assert_eq!(room.client(carol).left(), Some(proto::DisconnectReason::RoomDeleted));
+}

@@ -44,7 +44,9 @@ impl Server {
     /// (before the `serve` subcommand).
     pub fn start_in(log_file: PathBuf, data_dir: &Path, listen: &str, configure: impl FnOnce(&mut Command)) -> Server {
         let mut command = svc(data_dir);
-        command.args(["--listen", listen, "--room-udp-port", "0", "--room-node-ip", "127.0.0.1"]);
+        command.args(["--listen", listen, "--room-udp-port", "0"]);
+        // In the environment, so that a test's own `--room-node-ip` (a NAT mapping) wins.
+        command.env("SVC_ROOM_NODE_IP", "127.0.0.1");
         // No drain on SIGTERM unless a test asks for one (`--drain-seconds`): the servers are
         // stopped under live sessions when each test is over.
         command.env("SVC_DRAIN_SECONDS", "0");
