@@ -8,7 +8,22 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn a_killed_server_ends_the_sessions_it_left_on_its_next_start() {
-    let mut world = World::start("crash", Flavor::OpenAi, &[]).await;
+    let world = World::start("crash", Flavor::OpenAi, &[]).await;
+    killed_server_ends_the_sessions_it_left(world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_killed_server_on_postgres_ends_the_sessions_it_left_on_its_next_start() {
+    // On Postgres a node ends only its own orphans (by node id: the restart keeps it).
+    let db = svc_store::testing::TestDatabase::new(svc_store::Backend::Postgres).await;
+    let world = World::start_on("crash-postgres", Flavor::OpenAi, &[], Some(&db.url)).await;
+    killed_server_ends_the_sessions_it_left(world).await;
+}
+
+/// Three live sessions, `svc serve` killed with SIGKILL and started again: each is ended as
+/// `error` (`server_restarted`, usage `unavailable`), and new sessions start.
+async fn killed_server_ends_the_sessions_it_left(mut world: World) {
     let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
     let mut ids = Vec::new();
     for _ in 0..3 {
