@@ -521,12 +521,7 @@ impl Store {
     /// Appends transcript turns after those already stored.
     pub async fn append_turns(&self, session_id: &str, turns: &[NewTurn]) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
-        let next: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcript_turns WHERE session_id = $1")
-                .bind(session_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        insert_turns_in(&mut tx, session_id, next, turns).await?;
+        append_turns_in(&mut tx, session_id, turns).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -554,20 +549,10 @@ impl Store {
             return Ok(false);
         }
         if !turns.is_empty() {
-            let next: i64 =
-                sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcript_turns WHERE session_id = $1")
-                    .bind(session_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-            insert_turns_in(&mut tx, session_id, next, turns).await?;
+            append_turns_in(&mut tx, session_id, turns).await?;
         }
         if !events.is_empty() {
-            let next: i64 =
-                sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
-                    .bind(session_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-            insert_events_in(&mut tx, session_id, next, events).await?;
+            append_events_in(&mut tx, session_id, events).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -595,12 +580,7 @@ impl Store {
     /// Appends timeline events after those already stored.
     pub async fn append_timeline(&self, session_id: &str, events: &[NewTimelineEvent]) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
-        let next: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
-                .bind(session_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        insert_events_in(&mut tx, session_id, next, events).await?;
+        append_events_in(&mut tx, session_id, events).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -705,6 +685,28 @@ async fn insert_session_in(tx: &mut Transaction<'_, Any>, session: &NewSession<'
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Appends `turns` after the session's stored ones, in the transaction.
+async fn append_turns_in(tx: &mut Transaction<'_, Any>, session_id: &str, turns: &[NewTurn]) -> StoreResult<()> {
+    let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcript_turns WHERE session_id = $1")
+        .bind(session_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    insert_turns_in(tx, session_id, next, turns).await
+}
+
+/// Appends `events` after the session's stored ones, in the transaction.
+async fn append_events_in(
+    tx: &mut Transaction<'_, Any>,
+    session_id: &str,
+    events: &[NewTimelineEvent],
+) -> StoreResult<()> {
+    let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq) + 1, 0) FROM timeline_events WHERE session_id = $1")
+        .bind(session_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    insert_events_in(tx, session_id, next, events).await
 }
 
 async fn insert_turns_in(

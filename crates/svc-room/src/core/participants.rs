@@ -204,7 +204,12 @@ impl RoomCore {
     /// room closed at once would have taken it down unsent. The core says [`CoreOutput::Expired`]
     /// when it has closed.
     pub(crate) fn close_after_delivery(&mut self, now: Instant, reason: LeaveReason, linger: Duration) {
-        if self.closed || self.closing.is_some() {
+        if self.closing.is_some() {
+            return;
+        }
+        if self.closed {
+            // Closed already (idle): say so again, so that nothing waits on a close.
+            self.outputs.push_back(CoreOutput::Expired);
             return;
         }
         self.closing = Some((reason, now + linger));

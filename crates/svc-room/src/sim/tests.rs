@@ -735,6 +735,16 @@ fn a_room_waits_its_empty_timeout_for_a_first_join_and_its_departure_timeout_aft
     assert_eq!(left.room.describe().room.departure_timeout, 1);
 }
 
+/// What an agent says last before its room closes (a session's `session-ended`).
+fn last_words() -> LocalCommand {
+    LocalCommand::SendData {
+        payload: Bytes::from_static(b"session-ended"),
+        topic: None,
+        reliable: true,
+        destinations: Vec::new(),
+    }
+}
+
 #[test]
 fn a_closing_room_waits_for_its_last_reliable_words_to_be_delivered() {
     let linger = Duration::from_secs(3);
@@ -745,13 +755,7 @@ fn a_closing_room_waits_for_its_last_reliable_words_to_be_delivered() {
     let agent = room.join_local("agent", ParticipantKind::Agent);
     room.run_for(Duration::from_millis(50));
     room.client_mut(alice).hold_inbound = true;
-    let last_words = LocalCommand::SendData {
-        payload: Bytes::from_static(b"session-ended"),
-        topic: None,
-        reliable: true,
-        destinations: Vec::new(),
-    };
-    assert!(matches!(room.local(agent, last_words), LocalReply::Done));
+    assert!(matches!(room.local(agent, last_words()), LocalReply::Done));
     room.close_room_after_delivery(LeaveReason::RoomDeleted, linger);
     room.run_for(Duration::from_secs(1));
     assert!(!room.expired && room.client(alice).left().is_none(), "the room waits for the acknowledgement");
@@ -767,13 +771,7 @@ fn a_closing_room_waits_for_its_last_reliable_words_to_be_delivered() {
     let agent = room.join_local("agent", ParticipantKind::Agent);
     room.run_for(Duration::from_millis(50));
     room.client_mut(bob).unplugged = true;
-    let last_words = LocalCommand::SendData {
-        payload: Bytes::from_static(b"session-ended"),
-        topic: None,
-        reliable: true,
-        destinations: Vec::new(),
-    };
-    assert!(matches!(room.local(agent, last_words), LocalReply::Done));
+    assert!(matches!(room.local(agent, last_words()), LocalReply::Done));
     let closing = room.elapsed();
     room.close_room_after_delivery(LeaveReason::RoomDeleted, linger);
     room.run_until(Duration::from_secs(4), |sim| sim.expired);

@@ -99,8 +99,8 @@ fn start_settings() {
     .expect("valid");
     assert_eq!(pinned.room.udp_port, 0);
     assert_eq!(pinned.room.node_ips.len(), 2);
-    let natted = resolve(ConfigArgs { room_node_ip: Some("10.0.0.5=203.0.113.7".into()), ..Default::default() })
-        .expect("valid");
+    let natted =
+        resolve(ConfigArgs { room_node_ip: Some("10.0.0.5=203.0.113.7".into()), ..Default::default() }).expect("valid");
     assert_eq!(natted.room.node_ips, [std::net::IpAddr::from([10, 0, 0, 5])]);
     assert_eq!(natted.room.public_ips, [([10, 0, 0, 5].into(), [203, 0, 113, 7].into())]);
     assert!(defaults.room.webhook_urls.is_empty());
@@ -108,8 +108,7 @@ fn start_settings() {
         room_webhook_urls: Some("https://a.example/hook, http://10.0.0.2:9000/lk".into()),
         ..Default::default()
     };
-    let urls: Vec<String> =
-        resolve(hooked).expect("valid").room.webhook_urls.iter().map(ToString::to_string).collect();
+    let urls: Vec<String> = resolve(hooked).expect("valid").room.webhook_urls.iter().map(ToString::to_string).collect();
     assert_eq!(urls, ["https://a.example/hook", "http://10.0.0.2:9000/lk"]);
     let error = resolve(ConfigArgs { room_webhook_urls: Some("ftp://a.example/x".into()), ..Default::default() })
         .expect_err("not http");
@@ -144,10 +143,8 @@ fn provider_keys_follow_the_ecosystem_variables() {
 fn flags_win_over_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("svc.toml");
-    std::fs::write(&file, "listen = \"127.0.0.1:9000\"\npublic_url = \"https://voice.example.com\"\n")
-        .expect("write");
-    let args =
-        ConfigArgs { config: Some(file.clone()), listen: Some("127.0.0.1:9100".into()), ..Default::default() };
+    std::fs::write(&file, "listen = \"127.0.0.1:9000\"\npublic_url = \"https://voice.example.com\"\n").expect("write");
+    let args = ConfigArgs { config: Some(file.clone()), listen: Some("127.0.0.1:9100".into()), ..Default::default() };
     let config = args.resolve().expect("valid");
     assert_eq!(config.listen.port(), 9100);
     assert_eq!(config.default_host.as_str(), "voice.example.com");

@@ -118,20 +118,14 @@ async fn sigterm_drains_the_live_sessions_then_ends_them_with_a_reason_and_keeps
         let usage = world.final_usage(id).await;
         assert_eq!(usage["usage_status"], usage_status, "{usage}");
     }
-    let transcript = world.get_json(&format!("/sessions/{talked}/transcript"));
-    let turns: Vec<(&str, &str)> = transcript
-        .as_array()
-        .expect("turns")
-        .iter()
-        .map(|t| (t["role"].as_str().unwrap_or(""), t["text"].as_str().unwrap_or("")))
-        .collect();
+    let turns = stored_turns(&world, &talked);
     assert_eq!(
         turns,
         [
-            ("user", "Please note my order."),
-            ("assistant", reply),
-            ("user", "One more thing, please."),
-            ("assistant", second)
+            "user: Please note my order.".to_owned(),
+            format!("assistant: {reply}"),
+            "user: One more thing, please.".to_owned(),
+            format!("assistant: {second}"),
         ],
         "every turn stored once, the one held while draining too"
     );
@@ -175,6 +169,16 @@ impl Drop for SmallDisk {
         // Lazily, so a file svc still holds open cannot keep the test's directory mounted.
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
+}
+
+/// Session `id`'s stored transcript, a `role: text` line per turn.
+fn stored_turns(world: &World, id: &str) -> Vec<String> {
+    let transcript = world.get_json(&format!("/sessions/{id}/transcript"));
+    let turns = transcript.as_array().cloned().unwrap_or_default();
+    turns
+        .iter()
+        .map(|t| format!("{}: {}", t["role"].as_str().unwrap_or(""), t["text"].as_str().unwrap_or("")))
+        .collect()
 }
 
 /// The timeline entry of `kind` of session `id`, if any.
@@ -400,14 +404,8 @@ async fn postgres_restarting_under_live_sessions_loses_and_repeats_no_write() {
     }
     let session = world.get_json(&format!("/sessions/{talker}"));
     assert_eq!(session["status"], "completed", "{session}");
-    let transcript = world.get_json(&format!("/sessions/{talker}/transcript"));
-    let turns: Vec<(&str, &str)> = transcript
-        .as_array()
-        .expect("turns")
-        .iter()
-        .map(|t| (t["role"].as_str().unwrap_or(""), t["text"].as_str().unwrap_or("")))
-        .collect();
-    assert_eq!(turns, [("user", question), ("assistant", reply)], "each turn stored once");
+    let turns = stored_turns(&world, &talker);
+    assert_eq!(turns, [format!("user: {question}"), format!("assistant: {reply}")], "each turn stored once");
     let timeline = world.get_json(&format!("/sessions/{talker}/timeline"));
     let events = timeline["events"].as_array().expect("events");
     assert!(events.iter().enumerate().all(|(n, e)| e["seq"] == n), "gap-free: {timeline}");
