@@ -53,8 +53,23 @@ async fn killed_server_ends_the_sessions_it_left(mut world: World) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn sigterm_drains_the_live_sessions_then_ends_them_with_a_reason_and_keeps_all_they_stored() {
+    let world = World::start("sigterm", Flavor::OpenAi, &["--drain-seconds", "5"]).await;
+    sigterm_drains_the_live_sessions(world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn sigterm_on_postgres_drains_the_live_sessions_and_keeps_all_they_stored() {
+    let db = svc_store::testing::TestDatabase::new(svc_store::Backend::Postgres).await;
+    let world = World::start_on("sigterm-postgres", Flavor::OpenAi, &["--drain-seconds", "5"], Some(&db.url)).await;
+    sigterm_drains_the_live_sessions(world).await;
+}
+
+/// A talking session and a quiet one; SIGTERM with a 5 s drain (the world's `--drain-seconds`):
+/// starts and `/healthz` answer 503 at once, the client is warned and holds a turn meanwhile,
+/// both end with `server_shutdown`, and everything they did is stored once.
+async fn sigterm_drains_the_live_sessions(mut world: World) {
     const DRAIN: Duration = Duration::from_secs(5);
-    let mut world = World::start("sigterm", Flavor::OpenAi, &["--drain-seconds", "5"]).await;
     let reply = "Noted, your order is on its way.";
     let second = "Of course, anything else?";
     world.fake.queue([Reply::Speak(reply.into()), Reply::Speak(second.into())]);
