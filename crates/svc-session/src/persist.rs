@@ -187,9 +187,8 @@ async fn run(store: Store, session_id: String, handoff: Arc<Mutex<Handoff>>, wak
                 write_batch(&store, &session_id, &mut number, batch).await;
             }
             if let Some((record, done)) = finish {
-                // What was added with the end is in `batch` or still pending: take it too.
-                let rest = std::mem::take(&mut lock(&handoff).pending);
-                write_batch(&store, &session_id, &mut number, rest).await;
+                // `batch` held everything: it was taken with the end, after which the actor
+                // (its `Persister` consumed by `finish`) adds nothing.
                 self::finish(&store, &session_id, record).await;
                 // The caller gave up waiting; nothing to tell it.
                 let _ = done.send(());

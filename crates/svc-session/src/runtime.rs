@@ -205,7 +205,11 @@ impl Runtime {
         if inner.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
         }
-        self.can_start()?;
+        // Refused while draining; the descriptor probe of `can_start` is the caller's, asked
+        // before it stored the session (the start route does), and not done twice.
+        if self.is_draining() {
+            return Err(RuntimeError::Draining);
+        }
         let config = &inner.config;
         let session = request.session.clone();
         let local = session.model.family == svc_local::FAMILY;

@@ -157,8 +157,11 @@ async fn forward_up(front: Arc<UdpSocket>, server: SocketAddr, state: Arc<Mutex<
                 Err(_) => continue,
             },
         };
-        let path = lock(&state).path;
-        let current = lock(&state).clients.get(&client).filter(|(made, _)| *made == path).map(|(_, s)| s.clone());
+        let (path, current) = {
+            let state = lock(&state);
+            let current = state.clients.get(&client).filter(|(made, _)| *made == state.path);
+            (state.path, current.map(|(_, socket)| socket.clone()))
+        };
         let upstream = match current {
             Some(upstream) => upstream,
             None => {

@@ -5,6 +5,27 @@ use std::process::Command;
 
 use super::*;
 
+/// A session start's body (`provider_b`, the fake's).
+fn start_body() -> Value {
+    json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}})
+}
+
+/// Starts a session over the API alone (nobody joins its room) and returns its id.
+fn start_unjoined(world: &World) -> String {
+    let (status, started) = world.post("/realtime/session/start", &start_body());
+    assert_eq!(status, 200, "{started}");
+    started["session_id"].as_str().expect("id").to_owned()
+}
+
+/// Waits up to 10 s for session `id`'s provider to be ready.
+async fn until_provider_ready(world: &World, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while timeline_entry(world, id, "provider.ready").is_none() {
+        assert!(Instant::now() < deadline, "session {id}: the provider never got ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn a_killed_server_ends_the_sessions_it_left_on_its_next_start() {
@@ -24,13 +45,7 @@ async fn a_killed_server_on_postgres_ends_the_sessions_it_left_on_its_next_start
 /// Three live sessions, `svc serve` killed with SIGKILL and started again: each is ended as
 /// `error` (`server_restarted`, usage `unavailable`), and new sessions start.
 async fn killed_server_ends_the_sessions_it_left(mut world: World) {
-    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        let (status, started) = world.post("/realtime/session/start", &body);
-        assert_eq!(status, 200, "{started}");
-        ids.push(started["session_id"].as_str().expect("id").to_owned());
-    }
+    let ids: Vec<String> = (0..3).map(|_| start_unjoined(&world)).collect();
     for id in &ids {
         assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "active");
     }
@@ -46,7 +61,7 @@ async fn killed_server_ends_the_sessions_it_left(mut world: World) {
         assert_eq!(world.get_json(&format!("/sessions/{id}/usage"))["usage_status"], "unavailable");
     }
     // The restarted server runs new sessions.
-    let (status, _) = world.post("/realtime/session/start", &body);
+    let (status, _) = world.post("/realtime/session/start", &start_body());
     assert_eq!(status, 200);
 }
 
@@ -76,21 +91,10 @@ async fn sigterm_drains_the_live_sessions(mut world: World) {
     let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
     let run = world.client_with("shutdown", "shutdown", config.clone(), &["--text", "Please note my order."]);
     run.mark("talked", Duration::from_secs(40)).await;
-    // A second live session, with nobody in its room.
-    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
-    let (status, started) = world.post("/realtime/session/start", &body);
-    assert_eq!(status, 200, "{started}");
-    let quiet = started["session_id"].as_str().expect("id").to_owned();
-    // Its provider session up too, so both have usage to store.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let timeline = world.get_json(&format!("/sessions/{quiet}/timeline"));
-        if timeline["events"].as_array().into_iter().flatten().any(|e| e["type"] == "provider.ready") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the second session's provider never got ready: {timeline}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // A second live session, with nobody in its room; its provider session up too, so both
+    // have usage to store.
+    let quiet = start_unjoined(&world);
+    until_provider_ready(&world, &quiet).await;
 
     let asked = world.terminate();
     // The drain: the load balancer's health check and new starts are told at once (503), before
@@ -105,7 +109,7 @@ async fn sigterm_drains_the_live_sessions(mut world: World) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(serde_json::from_slice::<Value>(&health).ok(), Some(json!({"status": "draining"})));
-    let (status, refused) = world.post("/realtime/session/start", &body);
+    let (status, refused) = world.post("/realtime/session/start", &start_body());
     assert_eq!(status, 503, "a start while draining: {refused}");
     assert!(asked.elapsed() < DRAIN, "the refusals came within the drain");
     let took = world.restart_after_exit(asked);
@@ -300,7 +304,7 @@ async fn out_of_file_descriptors_starts_get_503_live_sessions_talk_on_and_it_rec
     set_nofile_limit(pid, &exhausted.to_string(), &hard);
 
     // A start needs a descriptor (the provider's socket, the recording): a prompt 503, nothing hangs.
-    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let body = start_body();
     let asked = Instant::now();
     let (status, refused) =
         http_on(held, &world.server.listen, "POST", "/api/v1/external/realtime/session/start", &world.key, Some(&body));
@@ -337,15 +341,8 @@ async fn out_of_file_descriptors_starts_get_503_live_sessions_talk_on_and_it_rec
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn a_second_sigterm_cuts_the_drain_short() {
     let mut world = World::start("sigterm-twice", Flavor::OpenAi, &["--drain-seconds", "120"]).await;
-    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
-    let (status, started) = world.post("/realtime/session/start", &body);
-    assert_eq!(status, 200, "{started}");
-    let id = started["session_id"].as_str().expect("id").to_owned();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while timeline_entry(&world, &id, "provider.ready").is_none() {
-        assert!(Instant::now() < deadline, "the session's provider never got ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let id = start_unjoined(&world);
+    until_provider_ready(&world, &id).await;
     let asked = world.terminate();
     let deadline = Instant::now() + Duration::from_secs(2);
     while world.get_raw("/healthz").0 != 503 {
@@ -378,14 +375,7 @@ async fn postgres_restarting_under_live_sessions_loses_and_repeats_no_write() {
     world.fake.queue([Reply::Speak(reply.into())]);
 
     // Twenty live sessions with nobody in their rooms, and one with a client who talks.
-    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
-    let quiet: Vec<String> = (0..20)
-        .map(|_| {
-            let (status, started) = world.post("/realtime/session/start", &body);
-            assert_eq!(status, 200, "{started}");
-            started["session_id"].as_str().expect("id").to_owned()
-        })
-        .collect();
+    let quiet: Vec<String> = (0..20).map(|_| start_unjoined(&world)).collect();
     let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
     let cue = world.dir.join("postgres-restart.cue");
     let cue_arg = cue.to_string_lossy().into_owned();
@@ -401,7 +391,7 @@ async fn postgres_restarting_under_live_sessions_loses_and_repeats_no_write() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, _) = world.get_raw("/healthz");
     assert_eq!(status, 503, "the health check sees the database away");
-    let (status, refused) = world.post("/realtime/session/start", &body);
+    let (status, refused) = world.post("/realtime/session/start", &start_body());
     assert_eq!(status, 503, "a start needs the database: {refused}");
     tokio::time::sleep(Duration::from_secs(4).saturating_sub(down.elapsed())).await;
     proxy.refuse_new(false);
