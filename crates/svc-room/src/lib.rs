@@ -29,6 +29,7 @@ mod signal;
 #[cfg(test)]
 mod sim;
 mod sip;
+mod stun;
 pub mod token;
 mod twirp;
 mod udp;

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use str0m::net::Transmit;
 use str0m::{Event, Input, Output, Rtc, RtcError};
 
+use crate::stun::NominatedPath;
+
 /// How far a failed connection's next timeout is pushed: it is dead, and whoever owns it removes
 /// it on its own schedule; until then its timers must not spin.
 const DEAD_CONNECTION_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -23,6 +25,10 @@ pub(crate) struct PeerConnection {
     pub(crate) rtc: Rtc,
     /// From the last drain's `Output::Timeout`.
     pub(crate) timeout: Instant,
+    /// Where the room (an ICE-lite agent) sends: the client's latest nomination, noted by the
+    /// room core as datagrams arrive and applied to every transmit of a drain. The client's
+    /// cores, full ICE agents, note nothing, and str0m decides.
+    pub(crate) path: NominatedPath,
 }
 
 /// What one drain produced, in the order str0m produced it (transmits before the error).
@@ -37,7 +43,7 @@ impl PeerConnection {
     /// A connection that is due at once: str0m's ICE agent has no notion of time, and so never
     /// schedules a check, until it has seen a timeout.
     pub(crate) fn new(rtc: Rtc, now: Instant) -> PeerConnection {
-        PeerConnection { rtc, timeout: now }
+        PeerConnection { rtc, timeout: now, path: NominatedPath::default() }
     }
 
     /// Gives the connection the time if it asked for it by `now`; `Ok(true)` when it did (the
@@ -59,7 +65,10 @@ impl PeerConnection {
                     self.timeout = at;
                     return drained;
                 }
-                Ok(Output::Transmit(transmit)) => drained.transmits.push(transmit),
+                Ok(Output::Transmit(mut transmit)) => {
+                    self.path.direct(&mut transmit);
+                    drained.transmits.push(transmit);
+                }
                 Ok(Output::Event(event)) => drained.events.push(event),
                 Err(error) => {
                     self.timeout += DEAD_CONNECTION_TIMEOUT;

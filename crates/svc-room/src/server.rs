@@ -254,6 +254,11 @@ impl RoomServer {
         names
     }
 
+    /// How many rooms are open now (for metrics).
+    pub fn room_count(&self) -> usize {
+        self.inner.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
     /// Known UDP routes (ufrags, learned addresses); for tests and metrics.
     pub fn udp_route_count(&self) -> (usize, usize) {
         self.inner.mux.route_count()

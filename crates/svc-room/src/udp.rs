@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actor::RoomCommand;
 use crate::core::{Key, PcRole};
+use crate::stun::stun_local_ufrag;
 
 /// Identifies one room actor (names can be reused after a room closes).
 pub(crate) type RoomId = u64;
@@ -202,64 +203,5 @@ impl UdpMux {
     pub(crate) fn route_count(&self) -> (usize, usize) {
         let routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         (routes.by_ufrag.len(), routes.by_address.len())
-    }
-}
-
-/// The local (our) ufrag of a STUN binding request, if the datagram is one.
-pub(crate) fn stun_local_ufrag(datagram: &[u8]) -> Option<&str> {
-    // RFC 5389: first two bits zero, magic cookie at bytes 4..8, attributes after 20 bytes.
-    if datagram.len() < 20 || datagram[0] & 0xC0 != 0 || datagram[4..8] != [0x21, 0x12, 0xA4, 0x42] {
-        return None;
-    }
-    let length = usize::from(u16::from_be_bytes([datagram[2], datagram[3]]));
-    let body = datagram.get(20..20 + length)?;
-    let mut offset = 0;
-    while offset + 4 <= body.len() {
-        let kind = u16::from_be_bytes([body[offset], body[offset + 1]]);
-        let size = usize::from(u16::from_be_bytes([body[offset + 2], body[offset + 3]]));
-        let value = body.get(offset + 4..offset + 4 + size)?;
-        if kind == 0x0006 {
-            let username = std::str::from_utf8(value).ok()?;
-            return username.split(':').next();
-        }
-        offset += 4 + size.div_ceil(4) * 4;
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stun_with_username(username: &str) -> Vec<u8> {
-        let mut attribute = vec![0x00, 0x06];
-        attribute.extend_from_slice(&u16::try_from(username.len()).unwrap_or(0).to_be_bytes());
-        attribute.extend_from_slice(username.as_bytes());
-        while attribute.len() % 4 != 0 {
-            attribute.push(0);
-        }
-        let mut packet = vec![0x00, 0x01];
-        packet.extend_from_slice(&u16::try_from(attribute.len()).unwrap_or(0).to_be_bytes());
-        packet.extend_from_slice(&[0x21, 0x12, 0xA4, 0x42]);
-        packet.extend_from_slice(&[7; 12]);
-        packet.extend_from_slice(&attribute);
-        packet
-    }
-
-    #[test]
-    fn the_local_ufrag_is_read_from_a_binding_request() {
-        assert_eq!(stun_local_ufrag(&stun_with_username("ours123:theirs")), Some("ours123"));
-    }
-
-    #[test]
-    fn non_stun_and_truncated_datagrams_have_no_ufrag() {
-        assert_eq!(stun_local_ufrag(&[0x80; 40]), None, "RTP");
-        assert_eq!(stun_local_ufrag(&[22, 254, 253]), None, "DTLS");
-        let mut truncated = stun_with_username("ours:theirs");
-        truncated.truncate(26);
-        assert_eq!(stun_local_ufrag(&truncated), None);
-        let mut lying = stun_with_username("ours:theirs");
-        lying[2] = 0xFF;
-        assert_eq!(stun_local_ufrag(&lying), None, "length beyond the datagram");
     }
 }

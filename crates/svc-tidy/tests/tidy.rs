@@ -113,6 +113,7 @@ const CONFINED: &[(&str, &[Capability], &[&str])] = &[
     ("svc-room/src/client/core.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/rtc.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/ids.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
+    ("svc-room/src/stun.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     ("svc-room/src/model.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),
     // Agent dispatch's state machine; its task and socket are `service.rs` and `socket.rs`.
     ("svc-room/src/agents/dispatcher.rs", &[Clock, Tokio, Spawn, Sockets, Files, Http], &[]),

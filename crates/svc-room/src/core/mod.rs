@@ -636,6 +636,7 @@ impl RoomCore {
             PcRole::Publisher => &mut remote.publisher,
             PcRole::Subscriber => &mut remote.subscriber,
         };
+        connection.path.received(source, destination, contents);
         if let Err(error) = connection.rtc.handle_input(Input::Receive(now, receive)) {
             tracing::debug!(room = %self.name, %error, "datagram rejected");
         }

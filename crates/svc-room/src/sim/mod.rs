@@ -29,7 +29,7 @@ use crate::core::{
 };
 use crate::ids::Ids;
 use crate::model::{LeaveReason, ParticipantKind};
-use crate::udp::stun_local_ufrag;
+use crate::stun::stun_local_ufrag;
 
 /// The room's one host candidate.
 const ROOM_ADDRESS: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 7882);
@@ -77,6 +77,9 @@ pub(crate) struct SimClient {
     /// The client is cut off and frozen while set: datagrams to and from it are lost and its
     /// timers do not run (a host that hung, or a path that died without anyone noticing).
     pub(crate) unplugged: bool,
+    /// The address its NAT currently maps it to, once [`Sim::rebind`] gave it one: its datagrams
+    /// leave from there and only datagrams to there reach it.
+    public_ip: Option<IpAddr>,
     held: VecDeque<Delivery>,
 }
 
@@ -279,6 +282,7 @@ impl Sim {
                 closed: None,
                 hold_inbound: false,
                 unplugged: false,
+                public_ip: None,
                 held: VecDeque::new(),
             },
         );
@@ -289,6 +293,22 @@ impl Sim {
         assert_eq!(joined, key, "the room hands out the key it announced");
         self.collect();
         key
+    }
+
+    /// The client's NAT maps it to a new public address (a rebinding, or a move to another
+    /// network that keeps its ICE session): what it sends comes from there, and datagrams to its
+    /// old address are lost.
+    pub(crate) fn rebind(&mut self, key: Key) {
+        let host = self.next_host;
+        self.next_host += 1;
+        let public = IpAddr::V4(Ipv4Addr::new(10, 2, (host >> 8) as u8, (host & 0xff) as u8));
+        let client = self.clients.get_mut(&key).expect("a joined client");
+        client.public_ip = Some(public);
+        let private = [(client.publisher_address, Role::Publisher), (client.subscriber_address, Role::Subscriber)];
+        self.client_sockets.retain(|_, (owner, _)| *owner != key);
+        for (address, role) in private {
+            self.client_sockets.insert(SocketAddr::new(public, address.port()), (key, role));
+        }
     }
 
     /// An in-process participant joins (as the session runtime's agent does).
@@ -504,8 +524,13 @@ impl Sim {
                         client.held.push_back(Delivery::Datagram { source, destination, contents });
                         return;
                     }
+                    // Through its NAT, if it has one: the client reads it at its own address.
+                    let local = match role {
+                        Role::Publisher => client.publisher_address,
+                        Role::Subscriber => client.subscriber_address,
+                    };
                     if let Some(core) = client.core.as_mut() {
-                        core.handle_receive(now, role, source, destination, &contents);
+                        core.handle_receive(now, role, source, local, &contents);
                     }
                 }
             }
@@ -631,8 +656,12 @@ impl Sim {
         match output {
             ClientOutput::Transmit(_, transmit) => {
                 if !client.unplugged {
+                    let mut source = transmit.source;
+                    if let Some(public) = client.public_ip {
+                        source.set_ip(public);
+                    }
                     self.send(Delivery::Datagram {
-                        source: transmit.source,
+                        source,
                         destination: transmit.destination,
                         contents: transmit.contents.into(),
                     });

@@ -478,6 +478,49 @@ fn a_client_whose_path_dies_is_removed_for_media_failure_within_the_timeouts() {
     assert!(took > Duration::from_secs(2) && took <= Duration::from_secs(31), "removed after {took:?}");
 }
 
+/// Frames an in-process participant has received from this track.
+fn local_frames(sim: &Sim, key: Key, track: &str) -> usize {
+    sim.local_events(key)
+        .into_iter()
+        .filter(|e| matches!(e, RoomEvent::AudioFrame(frame) if &*frame.track_sid == track))
+        .count()
+}
+
+#[test]
+fn a_client_whose_address_changes_keeps_hearing_and_being_heard_after_its_next_check() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    let mic = sim.publish_ready(alice);
+    let LocalReply::TrackPublished { track_sid: voice, .. } =
+        sim.local(agent, LocalCommand::PublishAudio { name: "voice".to_owned() })
+    else {
+        panic!("the agent's track is published");
+    };
+    sim.run_until(Duration::from_secs(2), |sim| sim.client(alice).has_subscribed_track());
+    // The agent talks for 8 s and Alice for as long, each at 50 frames a second.
+    let pcm: Vec<i16> = (0..48_000 * 8).map(|n| ((n % 96) as i16 - 48) * 200).collect();
+    assert!(matches!(sim.local(agent, LocalCommand::PushAudio { track_sid: voice, pcm }), LocalReply::Done));
+    stream_audio(&mut sim, alice, 100);
+    let (heard_before, agent_before) = (sim.client(alice).audio().len(), local_frames(&sim, agent, &mic));
+    assert!(heard_before >= 95 && agent_before >= 95, "{heard_before} and {agent_before} frames of 100");
+
+    // Her NAT maps her to a new address mid-conversation (ICE is not restarted). Both ways
+    // are lost until her next nominating check (str0m's client sends one every 3 s at most,
+    // libwebrtc every 2.5 s): the demultiplexer learns addresses from checks, as LiveKit's does,
+    // and the room then sends to where that check came from. str0m's own rule would keep
+    // sending to the old pair until it had been silent for 15 s.
+    sim.rebind(alice);
+    stream_audio(&mut sim, alice, 150);
+    let (switched, agent_switched) = (sim.client(alice).audio().len(), local_frames(&sim, agent, &mic));
+    assert!(switched > heard_before && agent_switched > agent_before, "both ways again within 3 s");
+    stream_audio(&mut sim, alice, 100);
+    let heard = sim.client(alice).audio().len() - switched;
+    let agent_heard = local_frames(&sim, agent, &mic) - agent_switched;
+    assert!(heard >= 98, "alice heard {heard} of the agent's next 100 frames");
+    assert!(agent_heard >= 98, "the agent heard {agent_heard} of alice's next 100 frames");
+}
+
 #[test]
 fn a_client_that_stops_hearing_the_server_gives_up_at_the_ping_timeout() {
     let mut sim = sim();
