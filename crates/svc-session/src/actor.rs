@@ -38,6 +38,14 @@ const DIAL_END_GRACE: Duration = Duration::from_secs(4);
 /// How long the adapter gets to answer open calls and close its socket after `Close`.
 const PROVIDER_CLOSE_GRACE: Duration = Duration::from_secs(2);
 
+/// The session's clock: tokio's, which is the system's monotonic clock in production and the
+/// paused, hand-advanced clock in tests (`tests/actor_shell.rs`). Read through tokio so that the
+/// core sees the same time as the timers the actor sleeps on; with `Instant::now()` a paused test
+/// clock runs ahead of it and every timer fires before the core thinks it is due.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 /// What the rest of the server can ask of a running session.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionCommand {
@@ -237,22 +245,22 @@ impl<R: AgentRoom> SessionActor<R> {
                 biased;
                 () = self.shutdown.cancelled(), if !shutdown_seen => {
                     shutdown_seen = true;
-                    self.core.handle_shutdown(Instant::now());
+                    self.core.handle_shutdown(now());
                 }
                 command = self.commands.recv(), if commands_open => match command {
-                    Some(SessionCommand::End { reason }) => self.core.handle_end_request(Instant::now(), &reason),
+                    Some(SessionCommand::End { reason }) => self.core.handle_end_request(now(), &reason),
                     Some(SessionCommand::DialPlaced { dial_id, phone_number, caller_number, hangup }) => {
-                        self.core.handle_dial_placed(Instant::now(), &dial_id, &phone_number, &caller_number);
+                        self.core.handle_dial_placed(now(), &dial_id, &phone_number, &caller_number);
                         self.dial_hangup = Some(hangup);
                     }
-                    Some(SessionCommand::Dial(update)) => self.core.handle_dial_update(Instant::now(), update),
-                    Some(SessionCommand::Drain { ends_at }) => self.core.handle_drain(Instant::now(), ends_at),
+                    Some(SessionCommand::Dial(update)) => self.core.handle_dial_update(now(), update),
+                    Some(SessionCommand::Drain { ends_at }) => self.core.handle_drain(now(), ends_at),
                     // The registry dropped its sender: nothing more will be asked.
                     None => commands_open = false,
                 },
                 event = self.room.next_event() => self.on_room_event(event, bound.as_deref(), &mut decoding),
                 event = self.provider.events.recv(), if provider_open => {
-                    let now = Instant::now();
+                    let now = now();
                     match event {
                         Some(event) => self.core.handle_provider_event(now, event),
                         None => {
@@ -262,11 +270,11 @@ impl<R: AgentRoom> SessionActor<R> {
                     }
                 }
                 (call_id, outcome) = self.tool_jobs.next() => {
-                    self.core.handle_tool_job_done(Instant::now(), &call_id, outcome);
+                    self.core.handle_tool_job_done(now(), &call_id, outcome);
                 }
-                () = sleep => self.core.handle_timeout(Instant::now()),
+                () = sleep => self.core.handle_timeout(now()),
                 _ = heartbeat.tick() => {
-                    let now = Instant::now();
+                    let now = now();
                     self.persister.heartbeat(self.now_us(now));
                     self.flush_recording(now);
                 }
@@ -326,9 +334,9 @@ impl<R: AgentRoom> SessionActor<R> {
                         && let Some(recording) = self.recording.as_mut()
                         && let Some((pcm, rate_hz)) = pcm
                     {
-                        recording.push_agent(Instant::now(), &pcm, rate_hz);
+                        recording.push_agent(now(), &pcm, rate_hz);
                     }
-                    self.flush_recording(Instant::now());
+                    self.flush_recording(now());
                     // The room's sink counts what it drops and what leaves late.
                     if let Err(error) = self.room.try_push_audio(opus, due) {
                         tracing::debug!(session.id = %self.core.session_id(), %error, "agent audio not sent");
@@ -345,7 +353,7 @@ impl<R: AgentRoom> SessionActor<R> {
                     {
                         fields.insert("media".to_owned(), self.media_counts().to_json());
                     }
-                    let now_us = self.now_us(Instant::now());
+                    let now_us = self.now_us(now());
                     self.persister.push(record, now_us);
                 }
                 Output::RunTool(job) => self.tool_jobs.start(job, self.tool_backends.clone()),
@@ -372,7 +380,7 @@ impl<R: AgentRoom> SessionActor<R> {
     }
 
     fn on_room_event(&mut self, event: AgentRoomEvent, bound: Option<&str>, decoding: &mut Option<Decoding>) {
-        let now = Instant::now();
+        let now = now();
         match event {
             AgentRoomEvent::Peer(peer) => self.core.handle_peer(
                 now,
@@ -440,7 +448,7 @@ impl<R: AgentRoom> SessionActor<R> {
         while self.core.dial_in_progress() {
             let Ok(Some(command)) = tokio::time::timeout_at(deadline, self.commands.recv()).await else { break };
             if let SessionCommand::Dial(update) = command {
-                let now = Instant::now();
+                let now = now();
                 self.core.handle_dial_update(now, update);
                 while let Some(output) = self.core.poll_output() {
                     match output {
@@ -457,7 +465,7 @@ impl<R: AgentRoom> SessionActor<R> {
         // No job outlives its session (the core answered or abandoned every one).
         self.tool_jobs.tasks.abort_all();
         let session_id = self.core.session_id().to_owned();
-        let now = Instant::now();
+        let now = now();
         let ended_us = self.now_us(now);
         let recording = match self.recording.take() {
             Some(mut recording) => {
