@@ -58,6 +58,8 @@ class Client:
         self.recorded: list[np.ndarray] = []
         self.first_audio_at: float | None = None
         self.disconnected_at: float | None = None
+        # The SDK's own reconnects (`reconnecting`, `reconnected` room events), as times.
+        self.reconnects: list[list] = []
         self.start_response: dict = {}
         self.observations: dict = {}
         self.tasks: list[asyncio.Task] = []
@@ -107,10 +109,14 @@ class Client:
         room.on("participant_connected", self.on_participant)
         room.on("track_subscribed", self.on_track)
         room.on("disconnected", self.on_disconnected)
+        room.on("reconnecting", lambda: self.on_reconnect("reconnecting"))
+        room.on("reconnected", lambda: self.on_reconnect("reconnected"))
         options = rtc.RoomOptions(auto_subscribe=True)
         options.single_peer_connection = False
         joined = time.monotonic()
-        await asyncio.wait_for(room.connect(response["livekit_url"], response["token"], options), 15)
+        # `--livekit-url` reaches the same room another way (a test's proxy in the path).
+        url = self.args.livekit_url or response["livekit_url"]
+        await asyncio.wait_for(room.connect(url, response["token"], options), 15)
         self.observations["room_ms"] = round((time.monotonic() - joined) * 1000)
         self.observations["joined_at"] = self.now()
         for participant in room.remote_participants.values():
@@ -128,6 +134,10 @@ class Client:
             self.notify()
         if "lk.agent.state" in changed:
             self.agent_states.append((self.now(), changed["lk.agent.state"]))
+
+    def on_reconnect(self, what: str) -> None:
+        self.reconnects.append([what, self.now()])
+        self.notify()
 
     def on_disconnected(self, reason) -> None:
         self.disconnected_at = self.now()
@@ -491,9 +501,37 @@ async def turn_on_cue(client: Client) -> None:
     client.observations["ended"] = {k: v for k, v in ended.items() if k != "_topic"}
 
 
+async def network_change(client: Client) -> None:
+    """A spoken turn (the `talked` mark); then the Rust test changes the client's network (its
+    signal connection is cut, its media path moves): the SDK reconnects by itself, and the same
+    session answers a second spoken turn."""
+    await client.wait_ready()
+    mark = len(client.events)
+    await client.publish_mic(client.args.mic)
+    await client.wait_type("turn-complete", 25, after=mark, role="ASSISTANT")
+    client.mark("talked")
+    talked = client.now()
+    deadline = time.monotonic() + 30
+    while not any(what == "reconnected" for what, _ in client.reconnects):
+        if client.disconnected_at is not None:
+            raise Failure(f"disconnected ({client.observations.get('disconnect_reason')}) instead of reconnecting")
+        if time.monotonic() > deadline:
+            raise Failure(f"no reconnect within 30 s of the network change: {client.reconnects}")
+        await asyncio.sleep(0.05)
+    client.observations["reconnects"] = client.reconnects
+    client.observations["reconnected_after_ms"] = round((client.reconnects[-1][1] - talked) * 1000)
+    mark = len(client.events)
+    await client.publish_mic(client.args.mic)
+    await client.wait_type("turn-complete", 25, after=mark, role="ASSISTANT")
+    client.observations["answered_after_reconnect"] = True
+    await client.send({"type": "end"})
+    ended = await client.wait_type("session-ended", 10)
+    client.observations["ended"] = {k: v for k, v in ended.items() if k != "_topic"}
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn, shutdown, turn_on_cue)
+    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn, shutdown, turn_on_cue, network_change)
 }
 
 
@@ -545,6 +583,7 @@ def main() -> None:
     parser.add_argument("--mic", help="48 kHz mono WAV the microphone plays")
     parser.add_argument("--text", default="Hello!", help="what `typed_turn` types")
     parser.add_argument("--cue-file", help="what `turn_on_cue` waits for")
+    parser.add_argument("--livekit-url", help="join the room here instead of the start response's `livekit_url`")
     parser.add_argument("--out", required=True)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()

@@ -74,12 +74,14 @@ impl SvcConfig {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
 
-    /// Creates a workspace `slug` without a session cap and a key of it that may start sessions,
-    /// as an operator does with the CLI; returns the key.
+    /// Creates a workspace `slug` without a session cap and a key of it that may start sessions
+    /// and read them back (transcripts, timelines), as an operator does with the CLI; returns the
+    /// key.
     pub fn workspace_with_key(&self, slug: &str) -> anyhow::Result<String> {
         self.admin(&["workspace", "create", "--slug", slug, "--name", slug, "--host", "localhost"])?;
         self.admin(&["workspace", "set", slug, "--max-concurrent-sessions", "unlimited"])?;
-        self.admin(&["key", "create", "--workspace", slug, "--scope", "realtime:start"])
+        let scopes = ["--scope", "realtime:start", "--scope", "realtime:read", "--scope", "realtime:logs"];
+        self.admin(&[&["key", "create", "--workspace", slug][..], &scopes].concat())
     }
 }
 
@@ -108,6 +110,30 @@ pub async fn start_session(addr: SocketAddr, key: &str, body: &serde_json::Value
         (Some(url), Some(token), Some(session_id)) => Ok(Started { url, token, session_id }),
         _ => bail!("start response without livekit_url, token or session_id: {answer}"),
     }
+}
+
+/// `GET path` with `key`, answered 200 with JSON.
+pub async fn get_json(addr: SocketAddr, key: &str, path: &str) -> anyhow::Result<serde_json::Value> {
+    let get = Target::new("get", "GET", path, key, None);
+    let (status, answer) = crate::load::probe(addr, &get).await?;
+    if status != 200 {
+        bail!("GET {path} answered {status}: {answer}");
+    }
+    serde_json::from_str(&answer).with_context(|| format!("GET {path}: not JSON"))
+}
+
+/// The value of an unlabelled metric in svc's `/metrics`.
+pub async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<f64> {
+    let metrics = Target::new("metrics", "GET", "/metrics", "", None);
+    let (status, body) = crate::load::probe(addr, &metrics).await?;
+    if status != 200 {
+        bail!("GET /metrics answered {status}");
+    }
+    let prefix = format!("{name} ");
+    body.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+        .with_context(|| format!("no {name} in /metrics"))
 }
 
 /// A running `svc serve`.
@@ -178,15 +204,8 @@ impl SvcProcess {
 
     /// Sessions svc counts as live (its `/metrics` gauge, read from its store).
     pub async fn live_sessions(&self) -> anyhow::Result<u64> {
-        let metrics = Target::new("metrics", "GET", "/metrics", "", None);
-        let (status, body) = crate::load::probe(self.addr, &metrics).await?;
-        if status != 200 {
-            bail!("GET /metrics answered {status}");
-        }
-        body.lines()
-            .find_map(|line| line.strip_prefix("svc_live_sessions "))
-            .and_then(|value| value.trim().parse().ok())
-            .context("no svc_live_sessions in /metrics")
+        // A gauge of a count: a whole number.
+        Ok(metric(self.addr, "svc_live_sessions").await? as u64)
     }
 
     /// Its process id (for `/proc/<pid>`).

@@ -106,6 +106,11 @@ pub trait SessionDispatcher: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Media rooms open here; `None` when this process has no room server.
+    fn open_rooms(&self) -> Option<usize> {
+        None
+    }
+
     /// Whether the server is draining before it stops: session starts are refused (503) and
     /// `/healthz` says so, while the live sessions run on.
     fn draining(&self) -> bool {
@@ -142,6 +147,10 @@ impl SessionDispatcher for RuntimeDispatcher {
 
     fn media_totals(&self) -> Option<svc_session::media::MediaCounts> {
         Some(self.0.media_totals())
+    }
+
+    fn open_rooms(&self) -> Option<usize> {
+        Some(self.0.open_rooms())
     }
 
     fn draining(&self) -> bool {

@@ -1,5 +1,6 @@
-//! Prometheus metrics: requests by route and status, a latency histogram, live sessions, and the
-//! audio frames ended sessions' media paths dropped or sent late, and the recordings that failed.
+//! Prometheus metrics: requests by route and status, a latency histogram, live sessions, open
+//! rooms and tokio tasks (what a leak would grow), the audio frames ended sessions' media paths
+//! dropped or sent late, and the recordings that failed.
 
 use std::time::Instant;
 
@@ -41,6 +42,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily,
     live_sessions: Gauge,
+    open_rooms: Gauge,
+    tokio_tasks: Gauge,
     input_frames_dropped: Family<QueueLabels, Counter>,
     output_frames_dropped: Counter,
     output_frames_late: Counter,
@@ -66,6 +69,10 @@ impl Metrics {
         registry.register("http_request_duration_seconds", "HTTP request latency by route template", latency.clone());
         let live_sessions = Gauge::default();
         registry.register("live_sessions", "Sessions with status active", live_sessions.clone());
+        let open_rooms = Gauge::default();
+        registry.register("rooms_open", "Media rooms open in this process's embedded room", open_rooms.clone());
+        let tokio_tasks = Gauge::default();
+        registry.register("tokio_alive_tasks", "Tasks alive in svc's tokio runtime", tokio_tasks.clone());
         let input_frames_dropped = Family::<QueueLabels, Counter>::default();
         registry.register(
             "session_input_frames_dropped",
@@ -95,6 +102,8 @@ impl Metrics {
             requests,
             latency,
             live_sessions,
+            open_rooms,
+            tokio_tasks,
             input_frames_dropped,
             output_frames_dropped,
             output_frames_late,
@@ -113,6 +122,15 @@ impl Metrics {
     /// Sets the live-session gauge.
     pub fn set_live_sessions(&self, count: i64) {
         self.live_sessions.set(count);
+    }
+
+    /// Sets the gauges of what this process holds: open rooms (when it has a room server) and
+    /// tokio's alive tasks.
+    pub fn set_process_gauges(&self, open_rooms: Option<usize>, tokio_tasks: usize) {
+        if let Some(rooms) = open_rooms {
+            self.open_rooms.set(i64::try_from(rooms).unwrap_or(i64::MAX));
+        }
+        self.tokio_tasks.set(i64::try_from(tokio_tasks).unwrap_or(i64::MAX));
     }
 
     /// Brings the media counters up to the runtime's sums (which only grow).

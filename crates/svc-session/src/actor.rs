@@ -42,7 +42,7 @@ const PROVIDER_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// paused, hand-advanced clock in tests (`tests/actor_shell.rs`). Read through tokio so that the
 /// core sees the same time as the timers the actor sleeps on; with `Instant::now()` a paused test
 /// clock runs ahead of it and every timer fires before the core thinks it is due.
-fn now() -> Instant {
+pub(crate) fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 

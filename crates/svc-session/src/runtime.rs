@@ -194,6 +194,12 @@ impl Runtime {
         self.inner.live.load(Ordering::Relaxed)
     }
 
+    /// Media rooms open in this process's room server (a session's, or one opened by LiveKit's
+    /// server API).
+    pub fn open_rooms(&self) -> usize {
+        self.inner.config.room.room_count()
+    }
+
     /// What the media paths of the sessions that ended so far dropped or sent late, summed.
     pub fn media_totals(&self) -> MediaCounts {
         self.inner.media_totals.snapshot()
@@ -231,7 +237,7 @@ impl Runtime {
         } else {
             svc_provider::start(setup, &config.provider_env, CancellationToken::new())?
         };
-        let started = Instant::now();
+        let started = crate::actor::now();
         let started_us = epoch_us();
         if let Err(error) = config.store.claim_session(&request.session_id, &config.node_id, started_us).await {
             tracing::warn!(session.id = %request.session_id, %error, "could not record the session's node");
@@ -410,7 +416,7 @@ impl Runtime {
     /// `server_shutdown` after a `session-ending-soon`. Returns at once; [`Runtime::idle`] says
     /// when the last session has ended.
     pub fn drain(&self, within: Duration) {
-        let ends_at = Instant::now() + within;
+        let ends_at = crate::actor::now() + within;
         {
             let mut drain_end = self.inner.drain_end.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if drain_end.is_some_and(|end| end <= ends_at) {

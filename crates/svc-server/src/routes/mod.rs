@@ -317,6 +317,8 @@ async fn render_metrics(State(app): State<App>) -> Response {
     if let Some(totals) = app.dispatcher.media_totals() {
         app.metrics.set_media_totals(&totals);
     }
+    let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    app.metrics.set_process_gauges(app.dispatcher.open_rooms(), tasks);
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], app.metrics.render())
         .into_response()
 }

@@ -97,6 +97,10 @@ async fn operations_endpoints(t: TestApp) {
     );
     assert!(text.contains("svc_http_request_duration_seconds_bucket"), "{text}");
     assert!(text.contains("svc_live_sessions 0"), "{text}");
+    // What a leak would grow: this test server has no room, and its runtime runs some tasks.
+    assert!(text.contains("svc_rooms_open 0"), "{text}");
+    let tasks = text.lines().find_map(|line| line.strip_prefix("svc_tokio_alive_tasks ")).expect("the task gauge");
+    assert!(tasks.parse::<u64>().is_ok_and(|tasks| tasks > 0), "{text}");
     assert!(text.contains("route=\"unmatched\"") || !text.contains("/nope"), "raw paths never become labels");
     let served = t.get("/api/v1/external/openapi.json", None).await;
     assert_eq!(served.headers["content-type"], "application/json");

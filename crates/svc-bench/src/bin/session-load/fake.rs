@@ -51,6 +51,17 @@ const ONSET_QUIET_FRAMES: usize = 10;
 /// Quiet frames after which the user's turn is over and the agent answers (300 ms).
 const TURN_END_QUIET_FRAMES: usize = 15;
 
+/// What the soak (`--soak-minutes`) has a session's provider connection do to svc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProviderFault {
+    /// Ends the connection with a close frame (a provider restarting politely).
+    Close,
+    /// Drops the connection without a close frame (a crashed provider, a dead load balancer).
+    Abort,
+    /// Sends and reads nothing for this long, then drops the connection.
+    Stall(Duration),
+}
+
 /// Sessions by tag, for connections to find their probe.
 #[derive(Default)]
 pub(crate) struct Registry {
@@ -68,6 +79,15 @@ impl Registry {
 
     fn get(&self, tag: &str) -> Option<Arc<SessionProbe>> {
         lock(&self.sessions).get(tag).cloned()
+    }
+
+    /// The `pick`-th session (modulo how many there are), with its tag.
+    pub(crate) fn pick(&self, pick: usize) -> Option<(String, Arc<SessionProbe>)> {
+        let sessions = lock(&self.sessions);
+        let mut tags: Vec<&String> = sessions.keys().collect();
+        tags.sort();
+        let tag = tags.get(pick.checked_rem(tags.len())?)?;
+        sessions.get(*tag).map(|probe| ((*tag).clone(), probe.clone()))
     }
 }
 
@@ -149,7 +169,27 @@ async fn connection(socket: WebSocket, shared: Shared) {
                 None => std::future::pending().await,
             }
         };
+        // Its own handle: the select's arms may replace `probe` (a `session.update`).
+        let watched = probe.clone();
+        let fault = async move {
+            match watched {
+                Some(probe) => probe.fault_raised.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = fault => {
+                let Some(fault) = probe.as_deref().and_then(|probe| lock(&probe.fault).take()) else { continue };
+                match fault {
+                    ProviderFault::Close => {
+                        let _ = sink.send(Message::Close(None)).await;
+                    }
+                    ProviderFault::Abort => {}
+                    ProviderFault::Stall(duration) => tokio::time::sleep(duration).await,
+                }
+                // Dropping the socket ends the TCP connection (after a close frame, or without).
+                break;
+            }
             message = stream.next() => {
                 let Some(Ok(Message::Text(text))) = message else {
                     if matches!(message, Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Binary(_)))) {
@@ -196,10 +236,13 @@ async fn connection(socket: WebSocket, shared: Shared) {
                     Ok(false) => {}
                     Ok(true) => {
                         let finished = speaking.take();
-                        if let Some(finished) = finished
-                            && finish_response(&mut sink, &finished).await.is_err()
-                        {
-                            break;
+                        if let Some(finished) = finished {
+                            if finish_response(&mut sink, &finished).await.is_err() {
+                                break;
+                            }
+                            if let Some(probe) = probe.as_deref() {
+                                probe.responses_done.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
                     Err(()) => break,

@@ -31,8 +31,12 @@
 //!
 //! A baseline phase (N = 1 by default) runs first against the same svc. The report is Markdown on
 //! stdout; progress goes to stderr.
+//!
+//! With `--soak-minutes M` it runs the soak instead ([`soak`]): N sessions with churn and seeded
+//! faults for M minutes, reporting svc's resources over time and what was lost.
 
 mod fake;
+mod soak;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -85,6 +89,16 @@ struct Args {
     /// Quick check: sessions 1 then 4, 6 s measured, 7 s warm-up.
     #[arg(long)]
     smoke: bool,
+    /// Run the soak for this many minutes instead: the first of `--sessions` sessions talk at
+    /// all times, each ending after a random 60–180 s and replaced, with faults injected.
+    #[arg(long, value_name = "MINUTES")]
+    soak_minutes: Option<f64>,
+    /// The soak's random seed (lifetimes, fault kinds, their times and targets).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Mean seconds between the soak's faults.
+    #[arg(long, default_value_t = 20.0)]
+    fault_every: f64,
 }
 
 fn main() -> ExitCode {
@@ -103,6 +117,19 @@ fn main() -> ExitCode {
     {
         eprintln!("session-load: --sessions needs positive counts, --seconds > 0, --warmup ≥ 0");
         return ExitCode::FAILURE;
+    }
+    if let Some(minutes) = args.soak_minutes {
+        return match soak::run(&args, minutes) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => {
+                eprintln!("session-load: soak FAILED its targets: see the report");
+                ExitCode::FAILURE
+            }
+            Err(error) => {
+                eprintln!("session-load: soak: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
     }
     match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
@@ -138,7 +165,7 @@ fn run(args: &Args) -> anyhow::Result<bool> {
     let fake_addr = fake_listener.local_addr()?;
     fake_runtime.spawn(fake::serve(fake_listener, registry.clone()));
     let dir = tempfile::Builder::new().prefix("session-load-").tempdir().context("temporary directory")?;
-    let server = Server::start(&svc_binary, dir.path(), fake_addr)?;
+    let server = Server::start(&svc_binary, dir.path(), fake_addr, &[])?;
     let initial = Memory::of(server.process.pid());
     eprintln!(
         "session-load: svc ({}) pid {} on {}; clients and fake provider (on {fake_addr}) pid {}",
@@ -178,7 +205,13 @@ struct Server {
 }
 
 impl Server {
-    fn start(binary: &std::path::Path, dir: &std::path::Path, fake: std::net::SocketAddr) -> anyhow::Result<Server> {
+    /// `extra` environment variables come after (and so override) the defaults.
+    fn start(
+        binary: &std::path::Path,
+        dir: &std::path::Path,
+        fake: std::net::SocketAddr,
+        extra: &[(&str, String)],
+    ) -> anyhow::Result<Server> {
         let env = [
             ("OPENAI_API_KEY", "sk-bench".to_owned()),
             ("OPENAI_BASE_URL", format!("http://{fake}/v1")),
@@ -189,7 +222,7 @@ impl Server {
         let config = SvcConfig {
             binary: binary.to_owned(),
             data_dir: dir.to_owned(),
-            env: env.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
+            env: env.iter().chain(extra).map(|(name, value)| ((*name).to_owned(), value.clone())).collect(),
         };
         let key = config.workspace_with_key("session-load")?;
         let process = SvcProcess::start(&config)?;
@@ -292,6 +325,12 @@ pub(crate) struct SessionProbe {
     pub(crate) down_sent: Mutex<DownLog>,
     /// The phase's histograms and counters.
     pub(crate) probes: Arc<Probes>,
+    /// A fault for the session's provider connection to carry out (the soak's), and its signal.
+    pub(crate) fault: Mutex<Option<fake::ProviderFault>>,
+    pub(crate) fault_raised: tokio::sync::Notify,
+    /// Responses the fake finished (`response.done` sent) for the session, over all its
+    /// connections: turns svc must have stored.
+    pub(crate) responses_done: AtomicU64,
 }
 
 /// The deltas of the response the fake is sending (or sent last).
@@ -517,6 +556,8 @@ struct SessionContext {
 
 struct Session {
     tag: String,
+    session_id: String,
+    probe: Arc<SessionProbe>,
     client: RoomClient,
     sender: tokio::task::JoinHandle<()>,
 }
@@ -529,6 +570,9 @@ impl SessionContext {
             up_sent: Mutex::new(vec![None; CYCLE_FRAMES]),
             down_sent: Mutex::new(DownLog::default()),
             probes: self.probes.clone(),
+            fault: Mutex::new(None),
+            fault_raised: tokio::sync::Notify::new(),
+            responses_done: AtomicU64::new(0),
         });
         self.registry.insert(self.tag.clone(), probe.clone());
         let body = serde_json::json!({
@@ -536,7 +580,7 @@ impl SessionContext {
             "agent": {"type": "inline", "model": "provider_b",
                 "instructions": format!("You are a load test. bench-session:{}", self.tag)},
         });
-        let Started { url, token, .. } = svc_process::start_session(self.addr, &self.key, &body).await?;
+        let Started { url, token, session_id } = svc_process::start_session(self.addr, &self.key, &body).await?;
         let options = ClientOptions { connect_timeout: Duration::from_secs(30), ..Default::default() };
         let mut client = RoomClient::connect(&url, &token, options)
             .await
@@ -571,9 +615,9 @@ impl SessionContext {
             1_000_000 * self.index as u64,
         ));
         let (client, events) = client.split_events();
-        let reader = Reader { agent_track, silence: self.silence, probe, probes: self.probes };
+        let reader = Reader { agent_track, silence: self.silence, probe: probe.clone(), probes: self.probes };
         tokio::spawn(reader.run(events));
-        Ok(Session { tag: self.tag, client, sender })
+        Ok(Session { tag: self.tag, session_id, probe, client, sender })
     }
 }
 
