@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 import traceback
+import urllib.parse
 import urllib.error
 import urllib.request
 import uuid
@@ -114,8 +115,10 @@ class Client:
         options = rtc.RoomOptions(auto_subscribe=True)
         options.single_peer_connection = False
         joined = time.monotonic()
-        # `--livekit-url` reaches the same room another way (a test's proxy in the path).
-        url = self.args.livekit_url or response["livekit_url"]
+        url = response["livekit_url"]
+        if self.args.signal_via:
+            # The same room through another address (a test's proxy in front of svc).
+            url = urllib.parse.urlsplit(url)._replace(netloc=self.args.signal_via).geturl()
         await asyncio.wait_for(room.connect(url, response["token"], options), 15)
         self.observations["room_ms"] = round((time.monotonic() - joined) * 1000)
         self.observations["joined_at"] = self.now()
@@ -583,7 +586,7 @@ def main() -> None:
     parser.add_argument("--mic", help="48 kHz mono WAV the microphone plays")
     parser.add_argument("--text", default="Hello!", help="what `typed_turn` types")
     parser.add_argument("--cue-file", help="what `turn_on_cue` waits for")
-    parser.add_argument("--livekit-url", help="join the room here instead of the start response's `livekit_url`")
+    parser.add_argument("--signal-via", metavar="HOST:PORT", help="reach the room's signalling through this address (a proxy)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()

@@ -555,8 +555,8 @@ async fn a_client_whose_network_changes_reconnects_by_itself_and_the_same_sessio
     let signal = FaultProxy::start(world.listen.parse().expect("svc's address")).await;
     world.fake.queue([Reply::Speak("Nice to hear from you.".into()), Reply::Speak("And you are back.".into())]);
     let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
-    let url = format!("ws://{}", signal.addr());
-    let run = world.client_with("network-change", "network_change", config, &["--livekit-url", &url]);
+    let via = signal.addr().to_string();
+    let run = world.client_with("network-change", "network_change", config, &["--signal-via", &via]);
     run.mark("talked", Duration::from_secs(60)).await;
     let changed = Instant::now();
     signal.sever();
