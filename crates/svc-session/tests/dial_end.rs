@@ -12,17 +12,11 @@ mod live_room;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use peer::{contact_header, response};
 use rsip::{Method, SipMessage};
 use serde_json::{Value, json};
-use svc_domain::model::ModelCatalog;
-use svc_domain::session_config::parse_start;
-use svc_domain::settings::RecordingConsents;
-use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
-use svc_domain::tools::{ServerTool, ServerToolAvailability};
 use svc_phone::{PhoneConfig, PhoneService};
 use svc_room::{LocalJoinOptions, ParticipantKind, RoomEvent};
 use svc_session::{DialRequest, Runtime, RuntimeConfig, SessionRequest};
@@ -61,21 +55,6 @@ async fn answer(trunk: &UdpSocket) -> UdpSocket {
     trunk.send_to(&ok, ua).await.expect("send 200");
     receive_request(trunk, Method::Ack).await;
     phone
-}
-
-fn session_config() -> Arc<svc_domain::start::ResolvedSession> {
-    let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
-    let request = parse_start(&body, None).expect("valid start");
-    let tools = ServerToolAvailability::new([ServerTool::EndCall]);
-    let context = StartContext {
-        catalog: ModelCatalog::embedded(),
-        server_tools: &tools,
-        caller_has_resources_read: false,
-        consents: RecordingConsents { audio: false, transcript: true, video: false },
-        avatar_enabled: false,
-        server_max_session_seconds: None,
-    };
-    Arc::new(resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves"))
 }
 
 /// The `dial-progress` and `session-ended` messages `user` hears until it is out of the room.
@@ -123,7 +102,7 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
     let request = SessionRequest {
         session_id: SESSION.into(),
         room_name: ROOM.into(),
-        session: session_config(),
+        session: live_room::session_config(),
         local_slot: None,
     };
     runtime.start_session(request).await.expect("the session runs");

@@ -10,15 +10,9 @@
 mod live_room;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use svc_domain::model::ModelCatalog;
-use svc_domain::session_config::parse_start;
-use svc_domain::settings::RecordingConsents;
-use svc_domain::start::{CatalogLookup, StartContext, resolve_start};
-use svc_domain::tools::{ServerTool, ServerToolAvailability};
+use serde_json::Value;
 use svc_room::{LocalJoinOptions, LocalParticipant, ParticipantKind, RoomEvent};
 use svc_session::{EndError, Runtime, RuntimeConfig, SessionRequest};
 use svc_testkit::{FakeUpstream, Flavor};
@@ -68,21 +62,6 @@ async fn heard(user: &mut LocalParticipant, kind: &str) -> Value {
     .await
 }
 
-fn session_config() -> Arc<svc_domain::start::ResolvedSession> {
-    let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
-    let request = parse_start(&body, None).expect("valid start");
-    let tools = ServerToolAvailability::new([ServerTool::EndCall]);
-    let context = StartContext {
-        catalog: ModelCatalog::embedded(),
-        server_tools: &tools,
-        caller_has_resources_read: false,
-        consents: RecordingConsents { audio: false, transcript: true, video: false },
-        avatar_enabled: false,
-        server_max_session_seconds: None,
-    };
-    Arc::new(resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves"))
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_runtime_starts_a_session_that_gets_ready_and_end_session_ends_it_and_stores_the_end() {
     let _auto_advance_off = hold_auto_advance_off();
@@ -103,7 +82,7 @@ async fn the_runtime_starts_a_session_that_gets_ready_and_end_session_ends_it_an
     let request = SessionRequest {
         session_id: SESSION.into(),
         room_name: ROOM.into(),
-        session: session_config(),
+        session: live_room::session_config(),
         local_slot: None,
     };
     in_real_time("the start", runtime.start_session(request)).await.expect("the session runs");

@@ -2,7 +2,15 @@
 //! file with `#[path]`: a store holding the live session's row, the embedded room server on
 //! loopback, and the provider settings that point OpenAI's family at a fake.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use serde_json::json;
+use svc_domain::model::ModelCatalog;
+use svc_domain::session_config::parse_start;
+use svc_domain::settings::RecordingConsents;
+use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, resolve_start};
+use svc_domain::tools::{ServerTool, ServerToolAvailability};
 
 use svc_room::{RoomCredentials, RoomServer, RoomServerConfig};
 use svc_store::testing::TestDatabase;
@@ -55,4 +63,23 @@ pub fn provider_env(fake: &FakeUpstream) -> svc_provider::endpoint::ProviderEnv 
         _ => None,
     })
     .expect("provider settings")
+}
+
+/// The resolved config of a plain provider_b session (its transcript stored, `end_call` on
+/// offer), as the start route hands it to the runtime.
+// Not every test that includes this file starts a plain session.
+#[allow(dead_code)]
+pub fn session_config() -> Arc<ResolvedSession> {
+    let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let request = parse_start(&body, None).expect("valid start");
+    let tools = ServerToolAvailability::new([ServerTool::EndCall]);
+    let context = StartContext {
+        catalog: ModelCatalog::embedded(),
+        server_tools: &tools,
+        caller_has_resources_read: false,
+        consents: RecordingConsents { audio: false, transcript: true, video: false },
+        avatar_enabled: false,
+        server_max_session_seconds: None,
+    };
+    Arc::new(resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves"))
 }
