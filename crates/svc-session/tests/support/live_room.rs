@@ -2,46 +2,23 @@
 //! file with `#[path]`: a store holding the live session's row, the embedded room server on
 //! loopback, and the provider settings that point OpenAI's family at a fake.
 
+#[path = "sessions.rs"]
+mod sessions;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use svc_domain::model::ModelCatalog;
-use svc_domain::session_config::parse_start;
-use svc_domain::settings::RecordingConsents;
-use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, resolve_start};
-use svc_domain::tools::{ServerTool, ServerToolAvailability};
+use svc_domain::start::ResolvedSession;
 
 use svc_room::{RoomCredentials, RoomServer, RoomServerConfig};
 use svc_store::testing::TestDatabase;
-use svc_store::{Backend, NewSession};
 use svc_testkit::{FAKE_API_KEY, FakeUpstream};
 
 /// A SQLite store with the workspace `acme` and the live session `session` in room `room`
 /// (provider_b), and a room server on 127.0.0.1.
 pub async fn store_and_room(session: &str, room: &str) -> (TestDatabase, RoomServer) {
-    let database = TestDatabase::new(Backend::Sqlite).await;
-    let store = &database.store;
-    let now_us = 1_800_000_000_000_000;
-    let workspace = store.create_workspace("acme", "Acme", "localhost", now_us).await.expect("workspace");
-    let project = store.default_project(&workspace.id).await.expect("project");
-    let new_session = NewSession {
-        id: session,
-        workspace_id: &workspace.id,
-        project_id: &project.id,
-        source: "live",
-        status: "active",
-        usage_status: "pending",
-        started_us: now_us,
-        ended_us: None,
-        provider: Some("provider_b"),
-        model: None,
-        title: None,
-        room_name: Some(room),
-        config: None,
-        now_us,
-    };
-    store.insert_session(&new_session).await.expect("session");
+    let (database, _) = sessions::store_with_live_session(session, room, 1_800_000_000_000_000).await;
     let room_config = RoomServerConfig {
         udp_port: 0,
         node_ips: vec!["127.0.0.1".parse().expect("ip")],
@@ -70,16 +47,7 @@ pub fn provider_env(fake: &FakeUpstream) -> svc_provider::endpoint::ProviderEnv 
 // Not every test that includes this file starts a plain session.
 #[allow(dead_code)]
 pub fn session_config() -> Arc<ResolvedSession> {
-    let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
-    let request = parse_start(&body, None).expect("valid start");
-    let tools = ServerToolAvailability::new([ServerTool::EndCall]);
-    let context = StartContext {
-        catalog: ModelCatalog::embedded(),
-        server_tools: &tools,
-        caller_has_resources_read: false,
-        consents: RecordingConsents { audio: false, transcript: true, video: false },
-        avatar_enabled: false,
-        server_max_session_seconds: None,
-    };
-    Arc::new(resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves"))
+    sessions::resolved(
+        &json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}}),
+    )
 }

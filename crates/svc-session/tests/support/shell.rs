@@ -7,6 +7,9 @@
 //! runtime waits for SQLite (whose connections run on threads of their own), and the store's pool
 //! would time out in virtual time while the database answers in real time.
 
+#[path = "sessions.rs"]
+mod sessions;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,11 +18,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use svc_audio::opus::EncoderConfig;
 use svc_audio::{OpusDecoder, OpusEncoder};
-use svc_domain::model::ModelCatalog;
-use svc_domain::session_config::{NoiseCancellation, parse_start};
-use svc_domain::settings::RecordingConsents;
-use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, resolve_start};
-use svc_domain::tools::{ServerTool, ServerToolAvailability};
+use svc_domain::session_config::NoiseCancellation;
+use svc_domain::start::ResolvedSession;
 use svc_provider_core::session::{EVENT_CAPACITY, INPUT_CAPACITY, ProviderSession};
 use svc_provider_core::{ProviderEvent, ProviderInput};
 use svc_session::actor::{SessionActor, SessionCommand, ToolJobs};
@@ -28,7 +28,7 @@ use svc_session::input::InputAudio;
 use svc_session::persist::Persister;
 use svc_session::room::{AgentRoom, AgentRoomEvent, CloseReason, PeerAudio, PeerSnapshot, ToolResultCall};
 use svc_store::testing::TestDatabase;
-use svc_store::{Backend, NewSession, SessionRow, StoredTurn, TimelineRow};
+use svc_store::{SessionRow, StoredTurn, TimelineRow};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -132,18 +132,7 @@ pub fn session(extra: Value) -> Arc<ResolvedSession> {
     if let (Some(agent), Some(extra)) = (agent.as_object_mut(), extra.as_object()) {
         agent.extend(extra.clone());
     }
-    let body = json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": agent});
-    let request = parse_start(&body, None).expect("a valid start");
-    let tools = ServerToolAvailability::new([ServerTool::EndCall]);
-    let context = StartContext {
-        catalog: ModelCatalog::embedded(),
-        server_tools: &tools,
-        caller_has_resources_read: false,
-        consents: RecordingConsents { audio: false, transcript: true, video: false },
-        avatar_enabled: false,
-        server_max_session_seconds: None,
-    };
-    Arc::new(resolve_start(request, CatalogLookup::NotApplicable, &context).expect("resolves"))
+    sessions::resolved(&json!({"sdk": {"name": "test", "version": "1.0.0"}, "agent": agent}))
 }
 
 /// Keeps tokio from auto-advancing the paused clock while it is held (a running blocking task
@@ -200,7 +189,7 @@ impl Shell {
     /// `session` and timing `timing`.
     pub async fn start(session: Arc<ResolvedSession>, timing: Timing) -> Shell {
         let auto_advance_off = AutoAdvanceOff::hold();
-        let (db, project) = database().await;
+        let (db, project) = sessions::store_with_live_session(SESSION, "room-shell", STARTED_US).await;
         let (room_tx, room_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (provider, provider_events, provider_inputs) = fake_provider();
@@ -473,30 +462,4 @@ pub fn agent_speech(duration: Duration) -> ProviderEvent {
 /// The loudest sample.
 pub fn peak(pcm: &[i16]) -> u16 {
     pcm.iter().map(|sample| sample.unsigned_abs()).max().unwrap_or(0)
-}
-
-/// A SQLite store with the workspace `acme` and the live session [`SESSION`]; the project's id.
-async fn database() -> (TestDatabase, String) {
-    let database = TestDatabase::new(Backend::Sqlite).await;
-    let store = &database.store;
-    let workspace = store.create_workspace("acme", "Acme", "localhost", STARTED_US).await.expect("workspace");
-    let project = store.default_project(&workspace.id).await.expect("project");
-    let new_session = NewSession {
-        id: SESSION,
-        workspace_id: &workspace.id,
-        project_id: &project.id,
-        source: "live",
-        status: "active",
-        usage_status: "pending",
-        started_us: STARTED_US,
-        ended_us: None,
-        provider: Some("provider_b"),
-        model: None,
-        title: None,
-        room_name: Some("room-shell"),
-        config: None,
-        now_us: STARTED_US,
-    };
-    store.insert_session(&new_session).await.expect("session");
-    (database, project.id)
 }
