@@ -489,18 +489,26 @@ async fn impaired_turn(world: &World, link: &svc_testkit::udp_link::UdpLink, nam
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
-async fn a_lossy_jittery_or_moved_media_path_keeps_the_conversation_intelligible() {
-    use svc_testkit::udp_link::{Impairment, UdpLink};
-    // The room binds 127.0.0.1 and advertises 127.0.0.2 (a 1:1 NAT), where the link listens:
-    // the PyPI client's media crosses it both ways, its signalling does not.
-    let world = World::start("media-path", Flavor::OpenAi, &["--room-node-ip", "127.0.0.1=127.0.0.2"]).await;
+/// A world whose room binds 127.0.0.1 and advertises 127.0.0.2 (a 1:1 NAT), where a UDP link
+/// seeded with `seed` listens: the PyPI client's media crosses it both ways, its signalling does
+/// not.
+async fn world_behind_a_link(test: &'static str, seed: u64) -> (World, svc_testkit::udp_link::UdpLink) {
+    let world = World::start(test, Flavor::OpenAi, &["--room-node-ip", "127.0.0.1=127.0.0.2"]).await;
     let advertised: std::net::SocketAddr =
         world.server.room_udp.as_deref().expect("the room's UDP address").parse().expect("address");
     assert_eq!(advertised.ip().to_string(), "127.0.0.2", "the room advertises the public address");
     let bound = std::net::SocketAddr::new([127, 0, 0, 1].into(), advertised.port());
-    let link = UdpLink::start(advertised, bound, 25).await.expect("the link binds the public address");
+    let link = svc_testkit::udp_link::UdpLink::start(advertised, bound, seed)
+        .await
+        .expect("the link binds the public address");
+    (world, link)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
+async fn a_lossy_jittery_or_moved_media_path_keeps_the_conversation_intelligible() {
+    use svc_testkit::udp_link::Impairment;
+    let (world, link) = world_behind_a_link("media-path", 25).await;
 
     let clean = impaired_turn(&world, &link, "clean", Plan::default()).await;
     let jittery =
@@ -544,14 +552,9 @@ async fn a_lossy_jittery_or_moved_media_path_keeps_the_conversation_intelligible
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn a_client_whose_network_changes_reconnects_by_itself_and_the_same_session_answers() {
     use svc_testkit::fault_proxy::FaultProxy;
-    use svc_testkit::udp_link::UdpLink;
     // The client's signalling crosses a TCP proxy and its media a UDP link: a network change
     // (Wi-Fi to cellular) cuts the one and moves the other at once.
-    let world = World::start("network-change", Flavor::OpenAi, &["--room-node-ip", "127.0.0.1=127.0.0.2"]).await;
-    let advertised: std::net::SocketAddr =
-        world.server.room_udp.as_deref().expect("the room's UDP address").parse().expect("address");
-    let bound = std::net::SocketAddr::new([127, 0, 0, 1].into(), advertised.port());
-    let link = UdpLink::start(advertised, bound, 31).await.expect("the link binds the public address");
+    let (world, link) = world_behind_a_link("network-change", 31).await;
     let signal = FaultProxy::start(world.listen.parse().expect("svc's address")).await;
     world.fake.queue([Reply::Speak("Nice to hear from you.".into()), Reply::Speak("And you are back.".into())]);
     let config = json!({"agent": {"type": "inline", "model": "provider_b"}});
