@@ -122,15 +122,21 @@ pub async fn get_json(addr: SocketAddr, key: &str, path: &str) -> anyhow::Result
     serde_json::from_str(&answer).with_context(|| format!("GET {path}: not JSON"))
 }
 
-/// The value of an unlabelled metric in svc's `/metrics`.
-pub async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<f64> {
+/// svc's `/metrics` (Prometheus text).
+pub async fn metrics(addr: SocketAddr) -> anyhow::Result<String> {
     let metrics = Target::new("metrics", "GET", "/metrics", "", None);
     let (status, body) = crate::load::probe(addr, &metrics).await?;
     if status != 200 {
         bail!("GET /metrics answered {status}");
     }
+    Ok(body)
+}
+
+/// The value of the unlabelled metric `name` in a `/metrics` text.
+pub fn metric_value(metrics: &str, name: &str) -> anyhow::Result<f64> {
     let prefix = format!("{name} ");
-    body.lines()
+    metrics
+        .lines()
         .find_map(|line| line.strip_prefix(prefix.as_str()))
         .and_then(|value| value.trim().parse().ok())
         .with_context(|| format!("no {name} in /metrics"))
@@ -205,7 +211,7 @@ impl SvcProcess {
     /// Sessions svc counts as live (its `/metrics` gauge, read from its store).
     pub async fn live_sessions(&self) -> anyhow::Result<u64> {
         // A gauge of a count: a whole number.
-        Ok(metric(self.addr, "svc_live_sessions").await? as u64)
+        Ok(metric_value(&metrics(self.addr).await?, "svc_live_sessions")? as u64)
     }
 
     /// Its process id (for `/proc/<pid>`).

@@ -229,15 +229,17 @@ async fn sample(addr: std::net::SocketAddr, pid: u32, at: Duration) -> Sample {
         .ok()
         .and_then(|status| status.lines().find_map(|line| line.strip_prefix("Threads:"))?.trim().parse().ok())
         .unwrap_or(0);
-    let metric = |name: &'static str| async move { svc_process::metric(addr, name).await.unwrap_or(f64::NAN) };
+    // One scrape for the three gauges; a failed one shows as NaN.
+    let metrics = svc_process::metrics(addr).await.unwrap_or_default();
+    let metric = |name: &str| svc_process::metric_value(&metrics, name).unwrap_or(f64::NAN);
     Sample {
         at,
         rss_mib: Memory::of(pid).rss_mib,
         descriptors: std::fs::read_dir(proc.join("fd")).map_or(0, Iterator::count),
         threads,
-        tokio_tasks: metric("svc_tokio_alive_tasks").await,
-        rooms: metric("svc_rooms_open").await,
-        live: metric("svc_live_sessions").await,
+        tokio_tasks: metric("svc_tokio_alive_tasks"),
+        rooms: metric("svc_rooms_open"),
+        live: metric("svc_live_sessions"),
     }
 }
 
