@@ -454,12 +454,18 @@ pub(crate) fn resample(pcm: &[i16], from: u32, to: u32) -> Vec<i16> {
 /// +10 ms at 1.75 s of the microphone, the rest intact at 0.95). So each 250 ms window of the
 /// reference is aligned on its own, within 40 ms of the global delay, and the result is the
 /// energy-weighted mean: missing, garbled or reordered audio still scores low; a slip does not.
+/// Each window is looked for around where the one before it was found, not around the global
+/// delay: under load the client's jitter buffer stretches and shrinks its playout by a few
+/// milliseconds at a time, and over a reply the slips add up past the slack (seen: a full
+/// reply scored 0.89 against the global delay on a machine busy with a release build).
 pub(crate) fn correlation(reference: &[i16], reference_rate: u32, received: &[i16], received_rate: u32) -> f64 {
     const WINDOW: usize = 4_000; // 250 ms at 16 kHz
     const SLACK: isize = 640; // 40 ms
     let reference = resample(reference, reference_rate, 16_000);
     let received = resample(received, received_rate, 16_000);
-    let global = best_correlation(&reference, &received, received.len());
+    // A window that matches this well was found, and the next is looked for from there.
+    const FOUND: f64 = 0.5;
+    let mut lag = best_correlation(&reference, &received, received.len()).lag_samples;
     let (mut weighted, mut total) = (0.0, 0.0);
     for start in (0..reference.len()).step_by(WINDOW) {
         let window = &reference[start..(start + WINDOW).min(reference.len())];
@@ -467,11 +473,15 @@ pub(crate) fn correlation(reference: &[i16], reference_rate: u32, received: &[i1
         if window.len() < WINDOW / 2 || energy == 0.0 {
             continue;
         }
-        let at = start as isize + global.lag_samples;
+        let at = start as isize + lag;
         let from = (at - SLACK).clamp(0, received.len() as isize) as usize;
         let to = (at + window.len() as isize + SLACK).clamp(0, received.len() as isize) as usize;
-        let local = if to > from { best_correlation(window, &received[from..to], to - from).coefficient } else { 0.0 };
-        weighted += energy * local.max(0.0);
+        let local = if to > from { Some(best_correlation(window, &received[from..to], to - from)) } else { None };
+        let coefficient = local.map_or(0.0, |local| local.coefficient);
+        if let Some(local) = local.filter(|local| local.coefficient >= FOUND) {
+            lag = from as isize + local.lag_samples - start as isize;
+        }
+        weighted += energy * coefficient.max(0.0);
         total += energy;
     }
     if total > 0.0 { weighted / total } else { 0.0 }
