@@ -142,6 +142,26 @@ pub fn metric_value(metrics: &str, name: &str) -> anyhow::Result<f64> {
         .with_context(|| format!("no {name} in /metrics"))
 }
 
+/// svc's heap as its counting allocator saw it, when the binary was built with
+/// `--features count-allocations` (`None` otherwise).
+#[derive(Debug, Clone, Copy)]
+pub struct Heap {
+    /// Allocations and reallocations since svc started.
+    pub allocations: f64,
+    /// Bytes allocated and not freed.
+    pub live_bytes: f64,
+}
+
+impl Heap {
+    /// Reads the heap from a `/metrics` text.
+    pub fn from_metrics(metrics: &str) -> Option<Heap> {
+        Some(Heap {
+            allocations: metric_value(metrics, "svc_heap_allocations_total").ok()?,
+            live_bytes: metric_value(metrics, "svc_heap_live_bytes").ok()?,
+        })
+    }
+}
+
 /// A running `svc serve`.
 pub struct SvcProcess {
     child: Child,
@@ -212,6 +232,11 @@ impl SvcProcess {
     pub async fn live_sessions(&self) -> anyhow::Result<u64> {
         // A gauge of a count: a whole number.
         Ok(metric_value(&metrics(self.addr).await?, "svc_live_sessions")? as u64)
+    }
+
+    /// Its heap, when the binary counts allocations.
+    pub async fn heap(&self) -> anyhow::Result<Option<Heap>> {
+        Ok(Heap::from_metrics(&metrics(self.addr).await?))
     }
 
     /// Its process id (for `/proc/<pid>`).

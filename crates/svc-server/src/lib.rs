@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod dispatch;
 pub mod error;
+pub mod heap;
 pub mod metrics;
 pub mod playground;
 pub mod provider_cli;

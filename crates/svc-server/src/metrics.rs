@@ -1,6 +1,6 @@
 //! Prometheus metrics: requests by route and status, a latency histogram, live sessions, open
 //! rooms and tokio tasks (what a leak would grow), the audio frames ended sessions' media paths
-//! dropped or sent late, and the recordings that failed.
+//! dropped or sent late, the recordings that failed, and (in builds that count) the heap.
 
 use std::time::Instant;
 
@@ -48,8 +48,11 @@ pub struct Metrics {
     output_frames_dropped: Counter,
     output_frames_late: Counter,
     recordings_failed: Counter,
-    /// Held while the media counters catch up, so that two scrapes at once add the difference once.
-    media_catch_up: std::sync::Mutex<()>,
+    /// The counting allocator's figures, registered only in builds that count (`crate::heap`).
+    heap: Option<(Counter, Gauge)>,
+    /// Held while the media and heap counters catch up, so that two scrapes at once add the
+    /// difference once.
+    catch_up: std::sync::Mutex<()>,
 }
 
 impl Default for Metrics {
@@ -97,6 +100,21 @@ impl Metrics {
             "Ended sessions whose recording could not be made, written or finished (a full or unwritable disk)",
             recordings_failed.clone(),
         );
+        let heap = crate::heap::counts().map(|_| {
+            let allocations = Counter::default();
+            registry.register(
+                "heap_allocations",
+                "Heap allocations and reallocations made (builds with the count-allocations feature)",
+                allocations.clone(),
+            );
+            let live_bytes = Gauge::default();
+            registry.register(
+                "heap_live_bytes",
+                "Heap bytes allocated and not freed (builds with the count-allocations feature)",
+                live_bytes.clone(),
+            );
+            (allocations, live_bytes)
+        });
         Metrics {
             registry,
             requests,
@@ -108,7 +126,8 @@ impl Metrics {
             output_frames_dropped,
             output_frames_late,
             recordings_failed,
-            media_catch_up: std::sync::Mutex::new(()),
+            heap,
+            catch_up: std::sync::Mutex::new(()),
         }
     }
 
@@ -124,18 +143,23 @@ impl Metrics {
         self.live_sessions.set(count);
     }
 
-    /// Sets the gauges of what this process holds: open rooms (when it has a room server) and
-    /// tokio's alive tasks.
+    /// Sets the gauges of what this process holds: open rooms (when it has a room server),
+    /// tokio's alive tasks, and the heap (in builds that count it).
     pub fn set_process_gauges(&self, open_rooms: Option<usize>, tokio_tasks: usize) {
         if let Some(rooms) = open_rooms {
             self.open_rooms.set(i64::try_from(rooms).unwrap_or(i64::MAX));
         }
         self.tokio_tasks.set(i64::try_from(tokio_tasks).unwrap_or(i64::MAX));
+        if let (Some((allocations, live_bytes)), Some(counts)) = (&self.heap, crate::heap::counts()) {
+            let _catching_up = self.catch_up.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            allocations.inc_by(counts.allocations.saturating_sub(allocations.get()));
+            live_bytes.set(i64::try_from(counts.live_bytes).unwrap_or(i64::MAX));
+        }
     }
 
     /// Brings the media counters up to the runtime's sums (which only grow).
     pub fn set_media_totals(&self, totals: &svc_session::media::MediaCounts) {
-        let _catching_up = self.media_catch_up.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _catching_up = self.catch_up.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let catch_up = |counter: &Counter, total: u64| {
             counter.inc_by(total.saturating_sub(counter.get()));
         };

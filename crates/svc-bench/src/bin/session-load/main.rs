@@ -96,6 +96,10 @@ struct Args {
     /// The soak's random seed (lifetimes, fault kinds, their times and targets).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// svc's database [default: SQLite in the run's temporary directory]. A `postgres://` URL
+    /// runs svc on Postgres; give it an empty database (the run creates its workspace there).
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
     /// Mean seconds between the soak's faults.
     #[arg(long, default_value_t = 20.0)]
     fault_every: f64,
@@ -165,7 +169,7 @@ fn run(args: &Args) -> anyhow::Result<bool> {
     let fake_addr = fake_listener.local_addr()?;
     fake_runtime.spawn(fake::serve(fake_listener, registry.clone()));
     let dir = tempfile::Builder::new().prefix("session-load-").tempdir().context("temporary directory")?;
-    let server = Server::start(&svc_binary, dir.path(), fake_addr, &[])?;
+    let server = Server::start(&svc_binary, dir.path(), fake_addr, args.database_url.as_deref(), &[])?;
     let initial = Memory::of(server.process.pid());
     eprintln!(
         "session-load: svc ({}) pid {} on {}; clients and fake provider (on {fake_addr}) pid {}",
@@ -205,11 +209,13 @@ struct Server {
 }
 
 impl Server {
-    /// `extra` environment variables come after (and so override) the defaults.
+    /// `database` is svc's (SQLite in `dir` when `None`); `extra` environment variables come
+    /// after (and so override) the defaults.
     fn start(
         binary: &std::path::Path,
         dir: &std::path::Path,
         fake: std::net::SocketAddr,
+        database: Option<&str>,
         extra: &[(&str, String)],
     ) -> anyhow::Result<Server> {
         let env = [
@@ -222,7 +228,12 @@ impl Server {
         let config = SvcConfig {
             binary: binary.to_owned(),
             data_dir: dir.to_owned(),
-            env: env.iter().chain(extra).map(|(name, value)| ((*name).to_owned(), value.clone())).collect(),
+            env: env
+                .iter()
+                .chain(database.map(|url| ("SVC_DATABASE_URL", url.to_owned())).iter())
+                .chain(extra)
+                .map(|(name, value)| ((*name).to_owned(), value.clone()))
+                .collect(),
         };
         let key = config.workspace_with_key("session-load")?;
         let process = SvcProcess::start(&config)?;
@@ -315,6 +326,15 @@ impl Probes {
     pub(crate) fn measuring(&self) -> bool {
         self.measuring.load(Ordering::Relaxed)
     }
+
+    /// Audio frames svc has carried so far: the user's the clients sent and the agent's packets
+    /// (speech and silence) they received.
+    fn media_frames(&self) -> u64 {
+        [&self.frames_sent, &self.speech_packets, &self.silence_packets]
+            .iter()
+            .map(|counter| counter.load(Ordering::Relaxed))
+            .sum()
+    }
 }
 
 /// One session's instants, shared by its client and its provider connection.
@@ -382,6 +402,18 @@ struct Phase {
     responses_heard: u64,
     client_stats: ClientStats,
     sessions_ended: bool,
+    /// svc's allocations in the measured window, when its binary counts them.
+    heap: Option<HeapUse>,
+}
+
+/// svc's heap over a measured window (a `count-allocations` build).
+struct HeapUse {
+    /// svc's allocations divided by the audio frames it carried: the user's frames the clients
+    /// sent and the agent's packets they received. Everything svc allocated counts (timers,
+    /// HTTP scrapes), so this is an upper bound on the per-frame path's allocations.
+    allocations_per_frame: f64,
+    allocations_per_second: f64,
+    live_mib: f64,
 }
 
 impl Phase {
@@ -467,6 +499,8 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
 
     tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
     let svc_pid = server.process.pid();
+    let heap_before = server.process.heap().await?;
+    let frames_before = probes.media_frames();
     let (svc_before, bench_before) = (Cpu::of(svc_pid), Cpu::now());
     let window_start = Instant::now();
     probes.measuring.store(true, Ordering::SeqCst);
@@ -474,6 +508,15 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
     probes.measuring.store(false, Ordering::SeqCst);
     let (svc_after, bench_after) = (Cpu::of(svc_pid), Cpu::now());
     let window = window_start.elapsed();
+    let frames_in_window = probes.media_frames().saturating_sub(frames_before);
+    let heap = match (heap_before, server.process.heap().await?) {
+        (Some(before), Some(after)) => Some(HeapUse {
+            allocations_per_frame: (after.allocations - before.allocations) / frames_in_window.max(1) as f64,
+            allocations_per_second: (after.allocations - before.allocations) / window.as_secs_f64(),
+            live_mib: after.live_bytes / (1024.0 * 1024.0),
+        }),
+        _ => None,
+    };
     let memory = Memory::of(svc_pid);
 
     // Let the last measured frames arrive, then hang up: each session ends as its user leaves.
@@ -536,6 +579,7 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
         responses_heard: count(&probes.responses_heard),
         client_stats,
         sessions_ended,
+        heap,
     })
 }
 
@@ -787,6 +831,18 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
             phase.memory.peak_mib,
             if phase.sessions_ended { "yes" } else { "**no**" },
         ));
+    }
+    if phases.iter().any(|(phase, _)| phase.heap.is_some()) {
+        out.push_str("\nsvc's heap in the measured window (this svc counts its allocations: `--features count-allocations`):\n\n");
+        out.push_str("| sessions | allocations per audio frame carried | allocations per second | live heap MiB |\n|--:|--:|--:|--:|\n");
+        for (phase, _) in phases {
+            if let Some(heap) = &phase.heap {
+                out.push_str(&format!(
+                    "| {} | {:.3} | {:.0} | {:.1} |\n",
+                    phase.sessions, heap.allocations_per_frame, heap.allocations_per_second, heap.live_mib
+                ));
+            }
+        }
     }
     if phases.iter().any(|(phase, _)| !phase.healthy()) {
         out.push_str("\n**Unhealthy run**: in some phase fewer than 90 % of the frames made it through one way, a direction was never scored, or sessions did not end.\n");

@@ -68,6 +68,9 @@ impl Rng {
 struct Sample {
     at: Duration,
     rss_mib: f64,
+    /// The heap svc's allocator holds live (NaN unless svc counts its allocations): RSS growing
+    /// while this stays flat is memory the allocator keeps, not a leak.
+    heap_mib: f64,
     descriptors: usize,
     threads: usize,
     tokio_tasks: f64,
@@ -135,7 +138,7 @@ pub(crate) fn run(args: &Args, minutes: f64) -> anyhow::Result<bool> {
     let port = std::net::UdpSocket::bind("127.0.0.1:0").and_then(|probe| probe.local_addr())?.port();
     let dir = tempfile::Builder::new().prefix("soak-").tempdir().context("temporary directory")?;
     let env = [("SVC_ROOM_UDP_PORT", port.to_string()), ("SVC_ROOM_NODE_IP", "127.0.0.1=127.0.0.2".to_owned())];
-    let server = Server::start(&svc_binary, dir.path(), fake_addr, &env)?;
+    let server = Server::start(&svc_binary, dir.path(), fake_addr, args.database_url.as_deref(), &env)?;
     eprintln!(
         "soak: svc pid {} on {}; {sessions} sessions for {minutes} min, a fault every ~{} s, seed {}",
         server.process.pid(),
@@ -198,9 +201,10 @@ async fn soak(shared: &Arc<Shared>, server: &Server, port: u16, fault_every: f64
         next += SAMPLE_EVERY;
         let sample = sample(server.addr, pid, started.elapsed()).await;
         eprintln!(
-            "soak: {:>5.0} s: RSS {:.1} MiB, {} fds, {} threads, {} tasks, {} rooms, {} live; appends {} deltas {}; {}",
+            "soak: {:>5.0} s: RSS {:.1} MiB (heap {:.1}), {} fds, {} threads, {} tasks, {} rooms, {} live; appends {} deltas {}; {}",
             sample.at.as_secs_f64(),
             sample.rss_mib,
+            sample.heap_mib,
             sample.descriptors,
             sample.threads,
             sample.tokio_tasks,
@@ -229,12 +233,14 @@ async fn sample(addr: std::net::SocketAddr, pid: u32, at: Duration) -> Sample {
         .ok()
         .and_then(|status| status.lines().find_map(|line| line.strip_prefix("Threads:"))?.trim().parse().ok())
         .unwrap_or(0);
-    // One scrape for the three gauges; a failed one shows as NaN.
+    // One scrape for the gauges; a failed one shows as NaN.
     let metrics = svc_process::metrics(addr).await.unwrap_or_default();
     let metric = |name: &str| svc_process::metric_value(&metrics, name).unwrap_or(f64::NAN);
     Sample {
         at,
         rss_mib: Memory::of(pid).rss_mib,
+        heap_mib: svc_process::Heap::from_metrics(&metrics)
+            .map_or(f64::NAN, |heap| heap.live_bytes / (1024.0 * 1024.0)),
         descriptors: std::fs::read_dir(proc.join("fd")).map_or(0, Iterator::count),
         threads,
         tokio_tasks: metric("svc_tokio_alive_tasks"),
@@ -409,11 +415,15 @@ fn report(args: &Args, minutes: f64, samples: &[Sample], tally: &Tally) -> (Stri
     let mut out = svc_bench::run_header(" --bin session-load");
     let sessions = args.sessions[0];
     out.push_str(&format!(
-        "- Soak: {sessions} sessions talking at all times for {minutes} min, each ending after {}–{} s by its user leaving and replaced; a fault every ~{} s (seed {}); svc in its own process on SQLite, the clients' media through a `UdpLink`.\n\n",
-        LIFETIME_SECONDS.0, LIFETIME_SECONDS.1, args.fault_every, args.seed
+        "- Soak: {sessions} sessions talking at all times for {minutes} min, each ending after {}–{} s by its user leaving and replaced; a fault every ~{} s (seed {}); svc in its own process on {}, the clients' media through a `UdpLink`.\n\n",
+        LIFETIME_SECONDS.0,
+        LIFETIME_SECONDS.1,
+        args.fault_every,
+        args.seed,
+        if args.database_url.as_deref().is_some_and(|url| url.starts_with("postgres")) { "Postgres" } else { "SQLite" }
     ));
-    out.push_str("| at (min) | svc RSS (MiB) | descriptors | threads | tokio tasks | rooms open | live sessions |\n");
-    out.push_str("|--:|--:|--:|--:|--:|--:|--:|\n");
+    out.push_str("| at (min) | svc RSS (MiB) | live heap (MiB) | descriptors | threads | tokio tasks | rooms open | live sessions |\n");
+    out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     // Every sample of a short run; every other minute of a long one, and the last two.
     let stride = if samples.len() > 40 { 4 } else { 1 };
     for (index, sample) in samples.iter().enumerate() {
@@ -421,9 +431,10 @@ fn report(args: &Args, minutes: f64, samples: &[Sample], tally: &Tally) -> (Stri
             continue;
         }
         out.push_str(&format!(
-            "| {:.1} | {:.1} | {} | {} | {} | {} | {} |\n",
+            "| {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} |\n",
             sample.at.as_secs_f64() / 60.0,
             sample.rss_mib,
+            sample.heap_mib,
             sample.descriptors,
             sample.threads,
             sample.tokio_tasks,
@@ -435,19 +446,21 @@ fn report(args: &Args, minutes: f64, samples: &[Sample], tally: &Tally) -> (Stri
     let talking = &samples[..samples.len().saturating_sub(1)];
     let after = samples.last().map_or("–".to_owned(), |last| {
         format!(
-            "{:.1} MiB, {} descriptors, {} tasks, {} rooms",
-            last.rss_mib, last.descriptors, last.tokio_tasks, last.rooms
+            "{:.1} MiB (live heap {:.1} MiB), {} descriptors, {} tasks, {} rooms",
+            last.rss_mib, last.heap_mib, last.descriptors, last.tokio_tasks, last.rooms
         )
     });
     let from = Duration::from_secs_f64(minutes * 60.0 / 3.0);
     let rss = growth(talking, from, |sample| sample.rss_mib);
     let fds = growth(talking, from, |sample| sample.descriptors as f64);
+    let heap = growth(talking, from, |sample| sample.heap_mib).filter(|growth| growth.is_finite());
     let percent = |value: Option<f64>| value.map_or("–".to_owned(), |value| format!("{:+.1} %", value * 100.0));
     let ended_otherwise: u64 = tally.ended_otherwise.values().sum();
     out.push_str(&format!(
-        "\n- Growth over the last two thirds of the run: RSS {}, descriptors {} (target < 5 % each). After every session ended: {after}.\n",
+        "\n- Growth over the last two thirds of the run: RSS {}, descriptors {} (target < 5 % each); live heap {}. After every session ended: {after}.\n",
         percent(rss),
-        percent(fds)
+        percent(fds),
+        percent(heap)
     ));
     out.push_str(&format!("- {}.\n", one_line(tally)));
     out.push_str(&format!(
@@ -487,6 +500,7 @@ mod tests {
         Sample {
             at: Duration::from_secs(minutes * 60),
             rss_mib,
+            heap_mib: f64::NAN,
             descriptors: 100,
             threads: 4,
             tokio_tasks: 10.0,
