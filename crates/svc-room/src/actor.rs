@@ -53,7 +53,8 @@ pub(crate) enum RoomCommand {
         role: PcRole,
         source: SocketAddr,
         destination: SocketAddr,
-        contents: Vec<u8>,
+        /// A slice of the receive loop's block (no allocation per datagram).
+        contents: bytes::Bytes,
         received_at: Instant,
     },
     Local {

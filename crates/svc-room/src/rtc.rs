@@ -31,8 +31,8 @@ pub(crate) struct PeerConnection {
     pub(crate) path: NominatedPath,
 }
 
-/// What one drain produced, in the order str0m produced it (transmits before the error).
-#[derive(Default)]
+/// What a drain produced, in the order str0m produced it (transmits before the error).
+#[derive(Debug, Default)]
 pub(crate) struct Drained {
     pub(crate) transmits: Vec<Transmit>,
     pub(crate) events: Vec<Event>,
@@ -56,14 +56,14 @@ impl PeerConnection {
         Ok(true)
     }
 
-    /// Polls until `Timeout`. A failed connection gets a far timeout so that its timers stop.
-    pub(crate) fn drain(&mut self) -> Drained {
-        let mut drained = Drained::default();
+    /// Polls until `Timeout`, adding what comes out to `drained`. A failed connection gets a far
+    /// timeout so that its timers stop.
+    pub(crate) fn drain_into(&mut self, drained: &mut Drained) {
         loop {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(at)) => {
                     self.timeout = at;
-                    return drained;
+                    return;
                 }
                 Ok(Output::Transmit(mut transmit)) => {
                     self.path.direct(&mut transmit);
@@ -73,7 +73,7 @@ impl PeerConnection {
                 Err(error) => {
                     self.timeout += DEAD_CONNECTION_TIMEOUT;
                     drained.error = Some(error);
-                    return drained;
+                    return;
                 }
             }
         }
@@ -84,11 +84,14 @@ impl PeerConnection {
 #[derive(Debug)]
 pub(crate) struct Dirty<K> {
     pending: Vec<K>,
+    /// What drains produce, emptied and kept for its capacity: a drain per packet then
+    /// allocates nothing of ours.
+    drained: Drained,
 }
 
 impl<K: Copy + PartialEq> Default for Dirty<K> {
     fn default() -> Dirty<K> {
-        Dirty { pending: Vec::new() }
+        Dirty { pending: Vec::new(), drained: Drained::default() }
     }
 }
 
@@ -123,18 +126,22 @@ pub(crate) trait DrainRtc {
 
 /// Drains every dirty connection of `owner`, handling what comes out, until none is dirty.
 pub(crate) fn flush<O: DrainRtc>(owner: &mut O, now: Instant) {
+    // Taken for the loop (a handler that flushes again drains into a buffer of its own).
+    let mut drained = std::mem::take(&mut owner.dirty().drained);
     while let Some(key) = owner.dirty().pop() {
-        let Some(drained) = owner.connection(key).map(PeerConnection::drain) else { continue };
-        for transmit in drained.transmits {
+        let Some(connection) = owner.connection(key) else { continue };
+        connection.drain_into(&mut drained);
+        for transmit in drained.transmits.drain(..) {
             owner.transmit(key, transmit);
         }
-        if let Some(error) = drained.error {
+        if let Some(error) = drained.error.take() {
             owner.failed(key, error);
         }
-        for event in drained.events {
+        for event in drained.events.drain(..) {
             owner.handle_event(now, key, event);
         }
     }
+    owner.dirty().drained = drained;
 }
 
 #[cfg(test)]
@@ -159,7 +166,8 @@ mod tests {
         let start = Instant::now();
         let mut pc = PeerConnection::new(Rtc::builder().build(start), start);
         assert!(pc.handle_timeout(start).expect("fresh connection takes the time"));
-        let drained = pc.drain();
+        let mut drained = Drained::default();
+        pc.drain_into(&mut drained);
         assert!(drained.error.is_none());
         assert!(pc.timeout > start, "str0m names a later wake-up");
         let before = pc.timeout;

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use bytes::BytesMut;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -60,6 +61,8 @@ pub(crate) struct UdpMux {
 
 /// Largest datagram read; WebRTC keeps packets under the path MTU.
 const MAX_DATAGRAM: usize = 2048;
+/// The block datagrams are received into (see `receive_loop`): 32 of the largest.
+const RECEIVE_BLOCK: usize = 64 * 1024;
 
 impl UdpMux {
     /// Binds one socket per address (port 0 picks a free port per socket); a socket whose
@@ -103,9 +106,14 @@ impl UdpMux {
     }
 
     async fn receive_loop(&self, socket: Arc<UdpSocket>, destination: SocketAddr) {
-        let mut buffer = vec![0u8; MAX_DATAGRAM];
+        // Datagrams are read into one block and split off it, so that a datagram costs no
+        // allocation of its own: a new block is allocated only when the rooms still hold
+        // datagrams of the old one (it is reused in place once they are all handled).
+        // (`bytes` sizes each new block as the first one.)
+        let mut block = BytesMut::with_capacity(RECEIVE_BLOCK);
         loop {
-            let (length, source) = match socket.recv_from(&mut buffer).await {
+            block.reserve(MAX_DATAGRAM);
+            let (length, source) = match socket.recv_buf_from(&mut block).await {
                 Ok(received) => received,
                 // ICMP port unreachable and friends surface here on Linux; keep serving.
                 Err(error) => {
@@ -113,14 +121,14 @@ impl UdpMux {
                     continue;
                 }
             };
-            let datagram = &buffer[..length];
-            let Some(route) = self.route(source, destination, datagram) else { continue };
+            let datagram = block.split_to(length).freeze();
+            let Some(route) = self.route(source, destination, &datagram) else { continue };
             let command = RoomCommand::Datagram {
                 key: route.key,
                 role: route.role,
                 source,
                 destination,
-                contents: datagram.to_vec(),
+                contents: datagram,
                 received_at: Instant::now(),
             };
             // A room that cannot keep up loses datagrams, exactly as a congested network would;

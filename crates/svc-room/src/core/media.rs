@@ -109,8 +109,10 @@ impl RoomCore {
         payload: Arc<[u8]>,
     ) {
         let mut local_frame: Option<RemoteAudioFrame> = None;
-        let keys: Vec<Key> = self.participants.keys().copied().filter(|k| *k != publisher).collect();
-        for other in keys {
+        let mut keys = std::mem::take(&mut self.audio_keys);
+        keys.clear();
+        keys.extend(self.participants.keys().copied().filter(|k| *k != publisher));
+        for &other in &keys {
             let Some(target) = self.participants.get_mut(&other) else { continue };
             match &mut target.body {
                 Body::Remote(remote) => {
@@ -142,5 +144,6 @@ impl RoomCore {
                 }
             }
         }
+        self.audio_keys = keys;
     }
 }

@@ -427,6 +427,11 @@ pub(crate) struct RoomCore {
     next_key: Key,
     outputs: VecDeque<CoreOutput>,
     dirty: Dirty<(Key, PcRole)>,
+    /// The participants' keys for a walk that mutates the room as it goes, one buffer per walk
+    /// (timers, a frame's delivery, which the timers can start): kept for their capacity, so
+    /// that a packet or a tick allocates nothing of ours.
+    timeout_keys: Vec<Key>,
+    audio_keys: Vec<Key>,
     ids: Ids,
     /// A room nobody has joined yet closes after this long (the actor ends when it sees
     /// [`CoreOutput::Expired`]).
@@ -516,6 +521,8 @@ impl RoomCore {
             next_key: 1,
             outputs: VecDeque::new(),
             dirty: Dirty::default(),
+            timeout_keys: Vec::new(),
+            audio_keys: Vec::new(),
             ids,
             empty_timeout,
             departure_timeout: empty_timeout,
@@ -648,9 +655,11 @@ impl RoomCore {
 
     /// Drives every connection's timers and the in-process audio pacing.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        let keys: Vec<Key> = self.participants.keys().copied().collect();
+        let mut keys = std::mem::take(&mut self.timeout_keys);
+        keys.clear();
+        keys.extend(self.participants.keys().copied());
         let mut dead = Vec::new();
-        for key in keys {
+        for &key in &keys {
             let Some(participant) = self.participants.get_mut(&key) else { continue };
             match &mut participant.body {
                 Body::Remote(remote) => {
@@ -695,6 +704,7 @@ impl RoomCore {
                 }
             }
         }
+        self.timeout_keys = keys;
         for key in dead {
             self.remove_participant(now, key, LeaveReason::MediaFailure, true);
         }
