@@ -152,7 +152,7 @@ impl Metrics {
         self.tokio_tasks.set(i64::try_from(tokio_tasks).unwrap_or(i64::MAX));
         if let (Some((allocations, live_bytes)), Some(counts)) = (&self.heap, crate::heap::counts()) {
             let _catching_up = self.catch_up.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            allocations.inc_by(counts.allocations.saturating_sub(allocations.get()));
+            catch_up(allocations, counts.allocations);
             live_bytes.set(i64::try_from(counts.live_bytes).unwrap_or(i64::MAX));
         }
     }
@@ -160,9 +160,6 @@ impl Metrics {
     /// Brings the media counters up to the runtime's sums (which only grow).
     pub fn set_media_totals(&self, totals: &svc_session::media::MediaCounts) {
         let _catching_up = self.catch_up.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let catch_up = |counter: &Counter, total: u64| {
-            counter.inc_by(total.saturating_sub(counter.get()));
-        };
         for (queue, total) in [
             ("room_queue", totals.input_dropped_room_queue),
             ("agent_queue", totals.input_dropped_agent_queue),
@@ -182,6 +179,12 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Brings `counter` up to `total`, a sum kept elsewhere that only grows (call it holding
+/// `Metrics::catch_up`, so that two scrapes at once add the difference once).
+fn catch_up(counter: &Counter, total: u64) {
+    counter.inc_by(total.saturating_sub(counter.get()));
 }
 
 /// When the request arrived, for handlers that report their own server-side timings.

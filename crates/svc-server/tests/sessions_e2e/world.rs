@@ -452,12 +452,12 @@ pub(crate) fn resample(pcm: &[i16], from: u32, to: u32) -> Vec<i16> {
 /// PyPI client now and then sends 10 ms more or less than the file holds, which moves everything
 /// after it by 10 ms. One global alignment then scores ~0.6 although every word arrived (seen:
 /// +10 ms at 1.75 s of the microphone, the rest intact at 0.95). So each 250 ms window of the
-/// reference is aligned on its own, within 40 ms of the global delay, and the result is the
-/// energy-weighted mean: missing, garbled or reordered audio still scores low; a slip does not.
-/// Each window is looked for around where the one before it was found, not around the global
-/// delay: under load the client's jitter buffer stretches and shrinks its playout by a few
-/// milliseconds at a time, and over a reply the slips add up past the slack (seen: a full
-/// reply scored 0.89 against the global delay on a machine busy with a release build).
+/// reference is aligned on its own, within 40 ms of where the window before it was found (the
+/// first, of the global delay), and the result is the energy-weighted mean: missing, garbled or
+/// reordered audio still scores low; a slip does not. Not within 40 ms of the global delay for
+/// every window: under load the client's jitter buffer stretches and shrinks its playout a few
+/// milliseconds at a time, and over a reply the slips add up past the slack (seen: a full reply
+/// scored 0.89 that way on a machine busy with a release build).
 pub(crate) fn correlation(reference: &[i16], reference_rate: u32, received: &[i16], received_rate: u32) -> f64 {
     const WINDOW: usize = 4_000; // 250 ms at 16 kHz
     const SLACK: isize = 640; // 40 ms
