@@ -57,17 +57,10 @@ log "cargo test"
 # harness installed above.
 cargo test --workspace --locked -- --include-ignored
 
-# svc's counting allocator (the benchmarks' `count-allocations` build of svc-server): linted and
-# its test run with the feature on. `--workspace` keeps the dependencies' features as above, so
-# only svc-server and what depends on it are built again.
-log "svc-server --features count-allocations: clippy and the heap test"
-cargo clippy --workspace --all-targets --locked --features svc-server/count-allocations -- -D warnings
-cargo test --workspace --locked --features svc-server/count-allocations --lib heap::
-
 # The adapter tests again on the scripted fakes' randomized wire (svc-testkit's crate docs): every
 # message's framing, key order, unknown content and Gemini packing drawn from a seed. A fixed seed,
 # then a random one, printed so that a failure can be replayed (SVC_FAKE_WIRE_SEED=<seed>).
-# `--workspace` with the test names selects svc-provider's tests as the step above built them
+# `--workspace` with the test names selects svc-provider's tests as `cargo test` above built them
 # (`-p svc-provider` would resolve features apart and rebuild); about 20 s a seed.
 wire_tests=(--test gemini --test openai_realtime --test xai --test gpt_live)
 log "adapter tests, randomized fake wire: fixed seed"

@@ -142,8 +142,8 @@ pub fn metric_value(metrics: &str, name: &str) -> anyhow::Result<f64> {
         .with_context(|| format!("no {name} in /metrics"))
 }
 
-/// svc's heap as its counting allocator saw it, when the binary was built with
-/// `--features count-allocations` (`None` otherwise).
+/// svc's heap as its counting allocator saw it, when the binary is `svc-counting` (`None` for
+/// `svc`).
 #[derive(Debug, Clone, Copy)]
 pub struct Heap {
     /// Allocations and reallocations since svc started.

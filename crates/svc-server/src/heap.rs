@@ -1,13 +1,13 @@
-//! svc's heap as a benchmark sees it. Built with the `count-allocations` feature, the global
-//! allocator is the system's behind `stats_alloc`'s counters (an atomic add or two per
-//! allocation, contended between the workers, which is why production builds leave it out), and
-//! `/metrics` reports the allocations made and the bytes live: `session-load` divides the first
-//! by the frames it moved to check that the steady state allocates nothing per frame, and the
-//! soak sets the second beside RSS to tell a leak from memory the allocator keeps.
+//! svc's heap as a benchmark sees it. The `svc-counting` binary (`src/counting_main.rs`) is `svc`
+//! with the system allocator behind `stats_alloc`'s counters (an atomic add or two per
+//! allocation, contended between the workers, which is why the production `svc` leaves it out);
+//! it registers a reader here before the server starts, and `/metrics` then reports the
+//! allocations made and the bytes live: `session-load` divides the first by the frames it moved
+//! to check that the steady state allocates nothing per frame, and the soak sets the second
+//! beside RSS to tell a leak from memory the allocator keeps. A second binary rather than a cargo
+//! feature, so that the test command builds and checks it once with everything else.
 
-#[cfg(feature = "count-allocations")]
-#[global_allocator]
-static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+use std::sync::OnceLock;
 
 /// What the counting allocator has seen since the process started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,33 +18,15 @@ pub struct HeapCounts {
     pub live_bytes: u64,
 }
 
-/// The counts, when this build counts (the `count-allocations` feature); `None` otherwise.
-pub fn counts() -> Option<HeapCounts> {
-    #[cfg(feature = "count-allocations")]
-    {
-        let stats = ALLOCATOR.stats();
-        let made = stats.allocations.saturating_add(stats.reallocations);
-        // A reallocation's growth or shrinkage is already in the allocated or freed bytes.
-        let live = stats.bytes_allocated.saturating_sub(stats.bytes_deallocated);
-        Some(HeapCounts { allocations: made as u64, live_bytes: live as u64 })
-    }
-    #[cfg(not(feature = "count-allocations"))]
-    None
+static READER: OnceLock<fn() -> HeapCounts> = OnceLock::new();
+
+/// Registers how to read the process's counting allocator; the binary that installs one calls
+/// this before anything reads the metrics. A second registration is ignored.
+pub fn count_with(reader: fn() -> HeapCounts) {
+    let _ = READER.set(reader);
 }
 
-#[cfg(all(test, feature = "count-allocations"))]
-mod tests {
-    use super::counts;
-
-    #[test]
-    fn an_allocation_is_counted_and_its_bytes_are_live_until_freed() {
-        let before = counts().expect("this build counts");
-        let block = std::hint::black_box(vec![0u8; 1 << 20]);
-        let during = counts().expect("this build counts");
-        assert!(during.allocations > before.allocations);
-        assert!(during.live_bytes >= before.live_bytes + (1 << 20) - (1 << 16), "other threads may free a little");
-        drop(block);
-        let after = counts().expect("this build counts");
-        assert!(after.live_bytes + (1 << 19) < during.live_bytes);
-    }
+/// The counts, in a binary that counts (`svc-counting`); `None` in `svc`.
+pub fn counts() -> Option<HeapCounts> {
+    READER.get().map(|read| read())
 }

@@ -1,6 +1,6 @@
 //! Prometheus metrics: requests by route and status, a latency histogram, live sessions, open
 //! rooms and tokio tasks (what a leak would grow), the audio frames ended sessions' media paths
-//! dropped or sent late, the recordings that failed, and (in builds that count) the heap.
+//! dropped or sent late, the recordings that failed, and (in the svc-counting binary) the heap.
 
 use std::time::Instant;
 
@@ -48,7 +48,7 @@ pub struct Metrics {
     output_frames_dropped: Counter,
     output_frames_late: Counter,
     recordings_failed: Counter,
-    /// The counting allocator's figures, registered only in builds that count (`crate::heap`).
+    /// The counting allocator's figures, registered only in the binary that counts (`crate::heap`).
     heap: Option<(Counter, Gauge)>,
     /// Held while the media and heap counters catch up, so that two scrapes at once add the
     /// difference once.
@@ -104,13 +104,13 @@ impl Metrics {
             let allocations = Counter::default();
             registry.register(
                 "heap_allocations",
-                "Heap allocations and reallocations made (builds with the count-allocations feature)",
+                "Heap allocations and reallocations made (the svc-counting binary only)",
                 allocations.clone(),
             );
             let live_bytes = Gauge::default();
             registry.register(
                 "heap_live_bytes",
-                "Heap bytes allocated and not freed (builds with the count-allocations feature)",
+                "Heap bytes allocated and not freed (the svc-counting binary only)",
                 live_bytes.clone(),
             );
             (allocations, live_bytes)

@@ -406,7 +406,7 @@ struct Phase {
     heap: Option<HeapUse>,
 }
 
-/// svc's heap over a measured window (a `count-allocations` build).
+/// svc's heap over a measured window (the `svc-counting` binary).
 struct HeapUse {
     /// svc's allocations divided by the audio frames it carried: the user's frames the clients
     /// sent and the agent's packets they received. Everything svc allocated counts (timers,
@@ -833,7 +833,7 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
         ));
     }
     if phases.iter().any(|(phase, _)| phase.heap.is_some()) {
-        out.push_str("\nsvc's heap in the measured window (this svc counts its allocations: `--features count-allocations`):\n\n");
+        out.push_str("\nsvc's heap in the measured window (this svc counts its allocations: `--svc target/release/svc-counting`):\n\n");
         out.push_str("| sessions | allocations per audio frame carried | allocations per second | live heap MiB |\n|--:|--:|--:|--:|\n");
         for (phase, _) in phases {
             if let Some(heap) = &phase.heap {
