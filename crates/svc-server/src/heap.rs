@@ -23,6 +23,7 @@ static READER: OnceLock<fn() -> HeapCounts> = OnceLock::new();
 /// Registers how to read the process's counting allocator; the binary that installs one calls
 /// this before anything reads the metrics. A second registration is ignored.
 pub fn count_with(reader: fn() -> HeapCounts) {
+    // Already registered (a test registering again): the first reader stays, as documented.
     let _ = READER.set(reader);
 }
 
