@@ -103,6 +103,10 @@ struct Args {
     /// Mean seconds between the soak's faults.
     #[arg(long, default_value_t = 20.0)]
     fault_every: f64,
+    /// A shell command that restarts svc's Postgres (`pg_ctlcluster 15 main restart` on this
+    /// project's machines); with it, the soak's faults include Postgres restarting under load.
+    #[arg(long, value_name = "COMMAND", requires = "database_url")]
+    restart_postgres: Option<String>,
 }
 
 fn main() -> ExitCode {

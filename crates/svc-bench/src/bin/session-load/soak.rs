@@ -10,7 +10,9 @@
 //!   stalls (no bytes for 12 s, longer than svc's stall bound), so svc must reconnect it;
 //! - the media path of every client loses 20 % of its datagrams both ways for 1 s, or 5 % for
 //!   10 s with 20–80 ms of delay (packets reorder) and 1 % duplicates (svc-testkit's `UdpLink`
-//!   between the clients and the room, which advertises the link's address).
+//!   between the clients and the room, which advertises the link's address);
+//! - with `--restart-postgres CMD` (svc on Postgres), the database restarts: every connection
+//!   dropped, new ones refused for a moment, while the sessions talk.
 //!
 //! Every 30 s it samples svc's RSS, descriptors, threads, tokio tasks, open rooms and live
 //! sessions. After each session ends it reads the session's timeline and transcript from svc's
@@ -40,6 +42,8 @@ const LIFETIME_SECONDS: (u64, u64) = (60, 180);
 const SAMPLE_EVERY: Duration = Duration::from_secs(30);
 /// A stalled provider connection says nothing for this long (svc detects a stall within 10 s).
 const STALL: Duration = Duration::from_secs(12);
+/// After Postgres restarted, starts may still be refused this long (svc's pool reconnecting).
+const OUTAGE_GRACE: Duration = Duration::from_secs(5);
 /// The reason a session ends when its user leaves: the only end that is the session's choice.
 const USER_LEFT: &str = "participant_left";
 
@@ -83,6 +87,8 @@ struct Sample {
 struct Tally {
     started: u64,
     start_failures: u64,
+    /// Starts refused while the database restarted (a 503 is the promised answer then).
+    start_refused_in_outage: u64,
     last_start_failure: Option<String>,
     /// Ended by their user leaving.
     ended_by_user: u64,
@@ -116,6 +122,10 @@ struct Shared {
     cycle: Arc<Vec<Arc<[u8]>>>,
     silence: Arc<[u8]>,
     seed: u64,
+    /// How to restart svc's Postgres, when that fault is on.
+    restart_postgres: Option<String>,
+    /// Set while Postgres restarts and for a moment after (svc's pool reconnecting).
+    database_outage: AtomicBool,
     deadline: Instant,
     tally: Mutex<Tally>,
 }
@@ -156,6 +166,8 @@ pub(crate) fn run(args: &Args, minutes: f64) -> anyhow::Result<bool> {
         cycle: Arc::new(crate::client_cycle()?),
         silence: crate::silence_packet()?,
         seed: args.seed,
+        restart_postgres: args.restart_postgres.clone(),
+        database_outage: AtomicBool::new(false),
         deadline: started + Duration::from_secs_f64(minutes * 60.0),
         tally: Mutex::new(Tally::default()),
     });
@@ -275,7 +287,11 @@ async fn run_slot(shared: Arc<Shared>, slot: usize, ended: mpsc::UnboundedSender
             Err(error) => {
                 {
                     let mut tally = lock(&shared.tally);
-                    tally.start_failures += 1;
+                    if shared.database_outage.load(Ordering::SeqCst) {
+                        tally.start_refused_in_outage += 1;
+                    } else {
+                        tally.start_failures += 1;
+                    }
                     tally.last_start_failure = Some(format!("{error:#}"));
                 }
                 tokio::time::sleep(Duration::from_secs(2)).await;
@@ -304,7 +320,8 @@ async fn inject_faults(shared: Arc<Shared>, link: Arc<UdpLink>, every: f64) {
         if Instant::now() >= shared.deadline {
             return;
         }
-        let name = match rng.range(0, 5) {
+        let kinds = if shared.restart_postgres.is_some() { 6 } else { 5 };
+        let name = match rng.range(0, kinds) {
             kind @ 0..=2 => {
                 let fault = [ProviderFault::Close, ProviderFault::Abort, ProviderFault::Stall(STALL)][kind as usize];
                 let Some((tag, probe)) = shared.registry.pick(rng.next() as usize) else { continue };
@@ -318,6 +335,19 @@ async fn inject_faults(shared: Arc<Shared>, link: Arc<UdpLink>, every: f64) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 link.set_both(Impairment::default());
                 "media: 20 % loss for 1 s"
+            }
+            5 => {
+                let command = shared.restart_postgres.as_deref().unwrap_or("false");
+                shared.database_outage.store(true, Ordering::SeqCst);
+                eprintln!("soak: fault: Postgres restarts");
+                match tokio::process::Command::new("sh").arg("-c").arg(command).status().await {
+                    Ok(status) if status.success() => {}
+                    Ok(status) => eprintln!("soak: restarting Postgres: {status}"),
+                    Err(error) => eprintln!("soak: restarting Postgres: {error}"),
+                }
+                tokio::time::sleep(OUTAGE_GRACE).await;
+                shared.database_outage.store(false, Ordering::SeqCst);
+                "Postgres restarts"
             }
             _ => {
                 link.set_both(Impairment {
@@ -366,9 +396,18 @@ async fn check_one(shared: Arc<Shared>, ended: Ended) {
             break None;
         }
     };
-    let stored = svc_process::get_json(shared.addr, &shared.key, &transcript_path).await.ok().map(|turns| {
-        turns.as_array().map_or(0, |turns| turns.iter().filter(|turn| turn["role"] == "assistant").count() as u64)
-    });
+    // Read again while the API cannot answer (the database restarting).
+    let stored = loop {
+        match svc_process::get_json(shared.addr, &shared.key, &transcript_path).await {
+            Ok(turns) => {
+                let assistant =
+                    |turns: &Vec<serde_json::Value>| turns.iter().filter(|turn| turn["role"] == "assistant").count();
+                break Some(turns.as_array().map_or(0, |turns| assistant(turns) as u64));
+            }
+            Err(_) if reason.is_some() && Instant::now() < give_up => tokio::time::sleep(Duration::from_secs(2)).await,
+            Err(_) => break None,
+        }
+    };
     let mut tally = lock(&shared.tally);
     let (Some(reason), Some(stored)) = (reason, stored) else {
         tally.unchecked += 1;
@@ -391,9 +430,10 @@ async fn check_one(shared: Arc<Shared>, ended: Ended) {
 
 fn one_line(tally: &Tally) -> String {
     format!(
-        "{} started ({} failed), {} ended by their user, {} otherwise, {} replies finished / {} stored, {} lost, {} reconnects, {} faults",
+        "{} started ({} failed, {} refused while the database restarted), {} ended by their user, {} otherwise, {} replies finished / {} stored, {} lost, {} reconnects, {} faults",
         tally.started,
         tally.start_failures,
+        tally.start_refused_in_outage,
         tally.ended_by_user,
         tally.ended_otherwise.values().sum::<u64>(),
         tally.replies_finished,
