@@ -36,7 +36,7 @@ mod udp;
 mod wall_clock;
 mod webhook;
 
-pub use core::{LATE_AFTER, LocalError, RoomDescription, RoomOptions};
+pub use core::{AUDIO_REORDER_WAIT, LATE_AFTER, LocalError, RoomDescription, RoomOptions};
 pub use local::{
     InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, OutboundMedia, RemoteAudioDecoder,
     RpcError, RpcInvocation, rpc_codes,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use svc_audio::{TrackDecoder, TrackDecoderConfig};
+use svc_audio::{PushOutcome, TrackDecoder, TrackDecoderConfig};
 use svc_provider_core::session::ProviderSession;
 use svc_provider_core::{ProviderEvent, ProviderInput};
 use svc_store::UsageRecord;
@@ -411,18 +411,7 @@ impl<R: AgentRoom> SessionActor<R> {
                     });
                 }
                 let Some(decoding) = decoding.as_mut() else { return };
-                decoding.decoded.clear();
-                let pushed = decoding.decoder.push(frame.rtp_timestamp, &frame.opus, &mut decoding.decoded);
-                if pushed.is_err() || decoding.decoded.is_empty() {
-                    return;
-                }
-                // The one allocation per frame: the PCM the provider's channel takes ownership of.
-                let pcm = self.input.process(&decoding.decoded);
-                if let Some(recording) = self.recording.as_mut() {
-                    recording.aligner.push(USER, now, &pcm);
-                }
-                self.flush_recording(now);
-                self.core.handle_user_audio(now, pcm);
+                self.decode(now, decoding, frame.rtp_timestamp, &frame.opus);
             }
             AgentRoomEvent::Data { from, payload } => {
                 if let Err(dropped) = self.core.handle_data(now, &from, &payload) {
@@ -439,6 +428,30 @@ impl<R: AgentRoom> SessionActor<R> {
             }
             AgentRoomEvent::Gone => self.core.handle_room_closed(now),
         }
+    }
+
+    /// Decodes one of the user's packets (the room delivers them in order: str0m waits a moment
+    /// for a missing one, `svc_room`'s `AUDIO_REORDER_WAIT`), counts what the network lost, and
+    /// hands the audio on.
+    fn decode(&mut self, now: Instant, decoding: &mut Decoding, rtp_timestamp: u64, opus: &[u8]) {
+        decoding.decoded.clear();
+        match decoding.decoder.push(rtp_timestamp, opus, &mut decoding.decoded) {
+            Ok(PushOutcome::Decoded { filled, .. }) if filled > 0 => {
+                self.media.input_concealed_ms += (filled as u64 * 1000) / u64::from(self.input.decode_rate_hz());
+            }
+            Ok(PushOutcome::DroppedLate) => self.media.input_dropped_late += 1,
+            Ok(_) | Err(_) => {}
+        }
+        if decoding.decoded.is_empty() {
+            return;
+        }
+        // The one allocation per frame: the PCM the provider's channel takes ownership of.
+        let pcm = self.input.process(&decoding.decoded);
+        if let Some(recording) = self.recording.as_mut() {
+            recording.aligner.push(USER, now, &pcm);
+        }
+        self.flush_recording(now);
+        self.core.handle_user_audio(now, pcm);
     }
 
     /// A phone call ends with its session (its hangup ended the session, or the session hangs

@@ -302,6 +302,13 @@ pub(crate) struct TrackCounters {
 /// frame of 20 ms is within pacing, more is a stall the listener hears.
 pub const LATE_AFTER: Duration = Duration::from_millis(20);
 
+/// How long a received audio packet waits for a missing earlier one before it is delivered with
+/// the hole (which the runtime's decoder fills from FEC or conceals). str0m delivers a track's
+/// packets in sequence order and, by default, holds the packets behind a hole until 15 have
+/// queued or 1 s has passed: every lost packet of a user's voice then delayed the rest of it by
+/// 300 ms. 60 ms still puts back the reordering of a path with 60 ms of jitter.
+pub const AUDIO_REORDER_WAIT: Duration = Duration::from_millis(60);
+
 /// Why a local command failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LocalError {

@@ -299,6 +299,7 @@ impl RoomCore {
             .set_dtls_cert(self.settings.dtls_cert.clone())
             .set_local_ice_credentials(IceCreds { ufrag: ufrag.clone(), pass: self.ids.ice_password() })
             .set_stats_interval(None)
+            .set_reordering_timeout_audio(Some(AUDIO_REORDER_WAIT))
             .build(now);
         for address in &self.settings.candidates {
             match Candidate::host(*address, "udp") {

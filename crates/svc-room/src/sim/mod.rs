@@ -80,6 +80,8 @@ pub(crate) struct SimClient {
     /// The address its NAT currently maps it to, once [`Sim::rebind`] gave it one: its datagrams
     /// leave from there and only datagrams to there reach it.
     public_ip: Option<IpAddr>,
+    /// The client's next this many RTP packets (media, not RTCP) are lost on the wire.
+    pub(crate) lose_rtp: u32,
     held: VecDeque<Delivery>,
 }
 
@@ -282,6 +284,7 @@ impl Sim {
                 closed: None,
                 hold_inbound: false,
                 unplugged: false,
+                lose_rtp: 0,
                 public_ip: None,
                 held: VecDeque::new(),
             },
@@ -655,7 +658,12 @@ impl Sim {
         let Some(client) = self.clients.get_mut(&key) else { return };
         match output {
             ClientOutput::Transmit(_, transmit) => {
-                if !client.unplugged {
+                // RFC 7983's demultiplexing: RTP and RTCP start with 128..=191, RTCP's second
+                // byte (its packet type) is 192..=223.
+                let rtp = matches!(&transmit.contents[..], [128..=191, second, ..] if !(192..=223).contains(second));
+                if rtp && client.lose_rtp > 0 {
+                    client.lose_rtp -= 1;
+                } else if !client.unplugged {
                     let mut source = transmit.source;
                     if let Some(public) = client.public_ip {
                         source.set_ip(public);

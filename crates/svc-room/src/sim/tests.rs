@@ -829,3 +829,37 @@ fn a_closing_room_waits_for_its_last_reliable_words_to_be_delivered() {
     room.run_for(Duration::from_millis(20));
     assert_eq!(room.client(carol).left(), Some(proto::DisconnectReason::RoomDeleted));
 }
+
+#[test]
+fn a_lost_packet_of_a_users_voice_delays_the_rest_by_the_reorder_wait_only() {
+    let mut sim = sim();
+    let alice = sim.join_ready("alice", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    let mic = sim.publish_ready(alice);
+    stream_audio(&mut sim, alice, 50);
+    let before = local_frames(&sim, agent, &mic);
+    assert!(before >= 48, "{before} frames of 50 before the loss");
+
+    // Frame 50 is lost on the wire; 51 onwards arrive on time, one every 20 ms.
+    sim.client_mut(alice).lose_rtp = 1;
+    sim.send_audio(alice, 960 * 50, &FRAME);
+    sim.run_for(Duration::from_millis(20));
+    assert_eq!(sim.client(alice).lose_rtp, 0, "frame 50 was lost");
+    let mut waited = None;
+    for k in 51..100u64 {
+        sim.send_audio(alice, 960 * k, &FRAME);
+        sim.run_for(Duration::from_millis(20));
+        if waited.is_none() && local_frames(&sim, agent, &mic) > before {
+            waited = Some(Duration::from_millis(20 * (k - 50)));
+        }
+    }
+    // str0m's default held them until 15 packets had queued (300 ms behind the hole).
+    let waited = waited.expect("the frames after the hole were delivered");
+    eprintln!("the frame after a lost one reached the agent {waited:?} after it was sent (a frame's steps)");
+    assert!(
+        waited <= crate::AUDIO_REORDER_WAIT + Duration::from_millis(40),
+        "the frames behind the hole waited {waited:?}"
+    );
+    let after = local_frames(&sim, agent, &mic) - before;
+    assert!(after >= 47, "{after} of the 49 frames after the hole arrived");
+}

@@ -535,6 +535,11 @@ async fn a_lossy_jittery_or_moved_media_path_keeps_the_conversation_intelligible
     }
     assert!(clean.mic_at_provider >= 0.9 && clean.voice_at_client >= 0.9, "the clean path is clean");
     assert!(random.up.1 > 0 && random.down.1 > 0, "the random path lost datagrams both ways");
+    // What the network lost of the user's voice the session filled in (FEC or concealment) and
+    // says so; the packets the jitter reordered the room put back in order (none dropped late).
+    let network = &random.media["input_network"];
+    assert!(network["concealed_ms"].as_u64().unwrap_or(0) > 0, "{}", random.media);
+    assert_eq!(network["dropped_late"], 0, "{}", random.media);
     assert!(burst.up.1 > 0 && burst.down.1 > 0, "the burst lost datagrams both ways");
     for (name, turn) in [("random", &random), ("burst", &burst)] {
         assert!(turn.mic_at_provider >= 0.8, "{name}: the microphone at the provider {:.3}", turn.mic_at_provider);
