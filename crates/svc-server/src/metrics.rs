@@ -47,6 +47,8 @@ pub struct Metrics {
     input_frames_dropped: Family<QueueLabels, Counter>,
     output_frames_dropped: Counter,
     output_frames_late: Counter,
+    input_packets_dropped_late: Counter,
+    input_concealed_ms: Counter,
     recordings_failed: Counter,
     /// The counting allocator's figures, registered only in the binary that counts (`crate::heap`).
     heap: Option<(Counter, Gauge)>,
@@ -94,6 +96,18 @@ impl Metrics {
             "Agent audio frames ended sessions sent more than 20 ms after their due time",
             output_frames_late.clone(),
         );
+        let input_packets_dropped_late = Counter::default();
+        registry.register(
+            "session_input_packets_dropped_late",
+            "User audio packets ended sessions dropped as duplicates or later than the room's reorder wait",
+            input_packets_dropped_late.clone(),
+        );
+        let input_concealed_ms = Counter::default();
+        registry.register(
+            "session_input_concealed_ms",
+            "User audio ended sessions filled in (FEC or concealment) for packets the network lost, in ms",
+            input_concealed_ms.clone(),
+        );
         let recordings_failed = Counter::default();
         registry.register(
             "session_recordings_failed",
@@ -125,6 +139,8 @@ impl Metrics {
             input_frames_dropped,
             output_frames_dropped,
             output_frames_late,
+            input_packets_dropped_late,
+            input_concealed_ms,
             recordings_failed,
             heap,
             catch_up: std::sync::Mutex::new(()),
@@ -169,6 +185,8 @@ impl Metrics {
         }
         catch_up(&self.output_frames_dropped, totals.output_dropped);
         catch_up(&self.output_frames_late, totals.output_late);
+        catch_up(&self.input_packets_dropped_late, totals.input_dropped_late);
+        catch_up(&self.input_concealed_ms, totals.input_concealed_ms);
         catch_up(&self.recordings_failed, totals.recordings_failed);
     }
 

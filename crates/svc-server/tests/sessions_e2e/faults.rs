@@ -540,6 +540,12 @@ async fn a_lossy_jittery_or_moved_media_path_keeps_the_conversation_intelligible
     let network = &random.media["input_network"];
     assert!(network["concealed_ms"].as_u64().unwrap_or(0) > 0, "{}", random.media);
     assert_eq!(network["dropped_late"], 0, "{}", random.media);
+    // And /metrics sums what the ended sessions concealed.
+    let (status, metrics) = world.get_raw("/metrics");
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8_lossy(&metrics);
+    let concealed = metrics.lines().find_map(|line| line.strip_prefix("svc_session_input_concealed_ms_total "));
+    assert!(concealed.and_then(|ms| ms.parse::<u64>().ok()).is_some_and(|ms| ms > 0), "{metrics}");
     assert!(burst.up.1 > 0 && burst.down.1 > 0, "the burst lost datagrams both ways");
     for (name, turn) in [("random", &random), ("burst", &burst)] {
         assert!(turn.mic_at_provider >= 0.8, "{name}: the microphone at the provider {:.3}", turn.mic_at_provider);
