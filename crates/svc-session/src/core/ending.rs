@@ -124,6 +124,17 @@ impl SessionCore {
         if self.phase == Phase::Finished {
             return;
         }
+        // A reply the user was hearing when the session ended is a turn, stored as far as it was
+        // heard (as after a barge-in: the provider's final covers words never played).
+        let heard: Vec<u64> =
+            self.playback.responses.iter().filter(|r| !r.finished && r.released > 0).map(|r| r.seq).collect();
+        for seq in heard {
+            let unplayed = self.playback.pending_of(seq);
+            if let Some(response) = self.playback.response(seq) {
+                response.cut |= unplayed;
+            }
+            self.finish_response(now, seq, true);
+        }
         self.playback.clear();
         self.emit(ServerEvent::SessionEnded { reason: reason.to_owned() }, None);
         let usage = self.usage_totals(now);

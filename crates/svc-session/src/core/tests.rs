@@ -384,6 +384,43 @@ fn a_barge_in_without_an_answer_from_the_adapter_finalizes_the_fragments_heard()
 }
 
 #[test]
+fn a_reply_playing_when_the_user_leaves_is_stored_as_far_as_it_was_heard() {
+    let mut h = Harness::live(openai(json!({})));
+    h.speak("Alpha beta gamma delta", 2000);
+    h.advance(800 * MS);
+    h.take_events();
+    h.core.handle_peer_left(h.now, "alice", true);
+    h.collect();
+    assert_eq!(h.finished.as_ref().map(|f| f.reason.as_str()), Some("participant_left"));
+    assert_eq!(h.turns(), vec![("assistant", "Alpha beta".to_owned())], "only the words played");
+    assert_eq!(h.finished.as_ref().map(|f| f.usage.turn_count), Some(1));
+    let end = h.take_events();
+    assert_eq!(
+        Harness::types(&end),
+        ["bot-tts-stopped", "bot-stopped-speaking", "transcript", "turn-complete", "session-ended"]
+    );
+
+    // One that had played to its end, its final transcript still on the way, is stored whole.
+    let mut h = Harness::live(openai(json!({})));
+    h.provider(ProviderEvent::ResponseStarted);
+    h.provider(ProviderEvent::AssistantTranscript { text: "Alpha beta".into(), is_final: false });
+    h.provider(ProviderEvent::AssistantAudio { pcm: vec![3000; 24 * 400], sample_rate: 24_000 });
+    h.provider(ProviderEvent::ResponseDone { status: ResponseStatus::Completed });
+    h.advance(800 * MS);
+    h.core.handle_peer_left(h.now, "alice", true);
+    h.collect();
+    assert_eq!(h.turns(), vec![("assistant", "Alpha beta".to_owned())]);
+
+    // One not yet heard at all leaves no turn.
+    let mut h = Harness::live(openai(json!({})));
+    h.provider(ProviderEvent::ResponseStarted);
+    h.provider(ProviderEvent::AssistantTranscript { text: "Alpha".into(), is_final: false });
+    h.core.handle_peer_left(h.now, "alice", true);
+    h.collect();
+    assert!(h.turns().is_empty());
+}
+
+#[test]
 fn a_client_tool_is_answered_exactly_once() {
     let tool = json!({"kind": "client", "name": "lookup_order", "description": "Find an order",
         "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}});
