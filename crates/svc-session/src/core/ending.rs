@@ -130,10 +130,14 @@ impl SessionCore {
             self.playback.responses.iter().filter(|r| !r.finished && r.released > 0).map(|r| r.seq).collect();
         for seq in heard {
             let unplayed = self.playback.pending_of(seq);
-            if let Some(response) = self.playback.response(seq) {
-                response.cut |= unplayed;
+            let Some(response) = self.playback.response(seq) else { continue };
+            response.cut |= unplayed;
+            // Only words heard make a turn: audio without a transcript (yet) leaves none.
+            let words = !response.released_text.trim().is_empty()
+                || (!response.cut && response.fragments.iter().any(|(_, fragment)| !fragment.trim().is_empty()));
+            if words {
+                self.finish_response(now, seq, true);
             }
-            self.finish_response(now, seq, true);
         }
         self.playback.clear();
         self.emit(ServerEvent::SessionEnded { reason: reason.to_owned() }, None);

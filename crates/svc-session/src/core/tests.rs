@@ -411,13 +411,23 @@ fn a_reply_playing_when_the_user_leaves_is_stored_as_far_as_it_was_heard() {
     h.collect();
     assert_eq!(h.turns(), vec![("assistant", "Alpha beta".to_owned())]);
 
-    // One not yet heard at all leaves no turn.
+    // One not yet heard at all leaves no turn, and neither does audio without words.
     let mut h = Harness::live(openai(json!({})));
     h.provider(ProviderEvent::ResponseStarted);
     h.provider(ProviderEvent::AssistantTranscript { text: "Alpha".into(), is_final: false });
     h.core.handle_peer_left(h.now, "alice", true);
     h.collect();
     assert!(h.turns().is_empty());
+    let mut h = Harness::live(openai(json!({})));
+    h.provider(ProviderEvent::ResponseStarted);
+    h.provider(ProviderEvent::AssistantAudio { pcm: vec![3000; 24 * 400], sample_rate: 24_000 });
+    h.advance(800 * MS);
+    h.take_events();
+    h.core.handle_peer_left(h.now, "alice", true);
+    h.collect();
+    assert!(h.turns().is_empty());
+    let end = h.take_types();
+    assert!(!end.iter().any(|kind| kind == "transcript" || kind == "turn-complete"), "{end:?}");
 }
 
 #[test]
