@@ -660,8 +660,8 @@ impl Sim {
             ClientOutput::Transmit(_, transmit) => {
                 // RFC 7983's demultiplexing: RTP and RTCP start with 128..=191, RTCP's second
                 // byte (its packet type) is 192..=223.
-                let rtp = matches!(&transmit.contents[..], [128..=191, second, ..] if !(192..=223).contains(second));
-                if rtp && client.lose_rtp > 0 {
+                let rtp = || matches!(&transmit.contents[..], [128..=191, second, ..] if !(192..=223).contains(second));
+                if client.lose_rtp > 0 && rtp() {
                     client.lose_rtp -= 1;
                 } else if !client.unplugged {
                     let mut source = transmit.source;

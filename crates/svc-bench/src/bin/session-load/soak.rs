@@ -399,11 +399,7 @@ async fn check_one(shared: Arc<Shared>, ended: Ended) {
     // Read again while the API cannot answer (the database restarting).
     let stored = loop {
         match svc_process::get_json(shared.addr, &shared.key, &transcript_path).await {
-            Ok(turns) => {
-                let assistant =
-                    |turns: &Vec<serde_json::Value>| turns.iter().filter(|turn| turn["role"] == "assistant").count();
-                break Some(turns.as_array().map_or(0, |turns| assistant(turns) as u64));
-            }
+            Ok(turns) => break Some(turns.as_array().map_or(0, |turns| assistant_turns(turns))),
             Err(_) if reason.is_some() && Instant::now() < give_up => tokio::time::sleep(Duration::from_secs(2)).await,
             Err(_) => break None,
         }
@@ -426,6 +422,10 @@ async fn check_one(shared: Arc<Shared>, ended: Ended) {
         tally.sessions_short += 1;
         tally.turns_lost += ended.replies_finished - stored;
     }
+}
+
+fn assistant_turns(turns: &[serde_json::Value]) -> u64 {
+    turns.iter().filter(|turn| turn["role"] == "assistant").count() as u64
 }
 
 fn one_line(tally: &Tally) -> String {
