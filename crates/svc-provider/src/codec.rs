@@ -15,6 +15,7 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use svc_http::{HttpEvent, HttpRequest};
 use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, Role, SessionSetup, TranscriptTurn};
 
+use crate::unread::{ReadReceipt, UnreadAudio};
 use crate::usage::UsageMeter;
 
 /// Where and how to open the upstream WebSocket.
@@ -64,6 +65,9 @@ pub trait Codec: Send + 'static {
     fn handle_upstream_closed(&mut self, now: Instant, code: Option<u16>, reason: &str);
     /// The deadline of [`Codec::poll_timeout`] passed.
     fn handle_timeout(&mut self, now: Instant);
+    /// What the driver's pings tell about the upstream's reading of the link
+    /// ([`crate::unread`]).
+    fn handle_read_receipt(&mut self, now: Instant, receipt: ReadReceipt);
     /// Progress of an [`HttpRequest`].
     fn handle_http(&mut self, now: Instant, id: u64, event: HttpEvent) {
         // A codec without HTTP requests ignores their progress.
@@ -191,6 +195,8 @@ pub struct Core {
     /// Audio samples in `held` (bounded by `held_audio_max`: stale audio confuses detectors).
     held_audio: usize,
     held_audio_max: usize,
+    /// User audio the ready link was given and has not shown it read, replayed if it drops.
+    unread: UnreadAudio,
     /// Session usage across upstream sessions.
     pub usage: UsageMeter,
     /// Finished turns, ordered by when they started (ms since origin).
@@ -232,6 +238,7 @@ impl Core {
             held_frames: 0,
             held_audio: 0,
             held_audio_max: (provider_rate_hz as usize) * (buffer_ms as usize) / 1000,
+            unread: UnreadAudio::new((provider_rate_hz as usize) * (buffer_ms as usize) / 1000),
             usage: UsageMeter::new(),
             history: Vec::new(),
             link: Link::Connecting,
@@ -342,6 +349,9 @@ impl Core {
 
     /// Queues an event.
     pub fn emit(&mut self, event: ProviderEvent) {
+        if matches!(event, ProviderEvent::ResponseStarted | ProviderEvent::UserTranscript { is_final: true, .. }) {
+            self.unread.taken();
+        }
         self.events.push_back(event);
     }
 
@@ -404,7 +414,40 @@ impl Core {
             self.buffer_audio(pcm);
             return None;
         }
-        if pcm.is_empty() { None } else { Some(pcm) }
+        if pcm.is_empty() {
+            return None;
+        }
+        self.unread.sent(pcm);
+        Some(pcm)
+    }
+
+    /// A receipt from the driver's pings, about the ready link.
+    pub fn read_receipt(&mut self, receipt: ReadReceipt) {
+        if self.link == Link::Ready {
+            self.unread.receipt(receipt);
+        }
+    }
+
+    /// The ready link dropped: the user audio it was given and never shown to have read goes
+    /// first into what the next upstream session gets ([`crate::unread`]). Codecs call this
+    /// before anything else on a drop (a drop that ends a user turn must not discard it first).
+    pub fn keep_unread_audio(&mut self) {
+        if self.link != Link::Ready {
+            return;
+        }
+        let pcm = self.unread.take();
+        if pcm.is_empty() {
+            return;
+        }
+        self.held_audio += pcm.len();
+        self.held.push_front(Held::Audio(pcm));
+        self.trim_held_audio();
+    }
+
+    /// The ready link dropped and the next session resumes it with what the codec replays
+    /// itself (Gemini's messages since its handle): the unread audio is among them.
+    pub fn forget_unread_audio(&mut self) {
+        self.unread.take();
     }
 
     /// Keeps user audio (at the provider's rate) for when the link is ready, after what was held
@@ -415,6 +458,11 @@ impl Core {
             _ => self.held.push_back(Held::Audio(pcm.to_vec())),
         }
         self.held_audio += pcm.len();
+        self.trim_held_audio();
+    }
+
+    /// Drops the oldest held audio beyond the bound.
+    fn trim_held_audio(&mut self) {
         while self.held_audio > self.held_audio_max {
             let Some(at) = self.held.iter().position(|held| matches!(held, Held::Audio(_))) else { break };
             let excess = self.held_audio - self.held_audio_max;
@@ -542,6 +590,7 @@ impl Core {
     /// The link is ready: ends a reconnect episode.
     pub fn mark_ready(&mut self) {
         self.link = Link::Ready;
+        self.unread.reset();
         self.reconnect_started = None;
         self.failed_attempts = 0;
         self.retry_at = None;

@@ -37,6 +37,7 @@ use svc_provider_core::{ProviderEvent, ProviderInput};
 
 use crate::codec::{Codec, ConnectFailure, ConnectRequest, Transmit};
 use crate::recording::Recorder;
+use crate::unread::ReadReceipt;
 
 /// Largest upstream frame accepted (audio deltas are a few KiB; setups echo a few hundred).
 pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
@@ -60,11 +61,12 @@ pub struct Liveness {
 }
 
 impl Liveness {
-    /// svc's bounds: a ping every 3 s, gone after 10 s of silence or a send stuck for 10 s. A
+    /// svc's bounds: a ping every second, gone after 10 s of silence or a send stuck for 10 s. A
     /// reply stalls at most that long before the session reconnects (`reconnecting` reaches the
-    /// client); a quiet but healthy upstream answers every ping.
+    /// client); a quiet but healthy upstream answers every ping. The pongs also bound the user
+    /// audio kept unconfirmed ([`crate::unread`]) to about a second's worth.
     pub const DEFAULT: Liveness = Liveness {
-        ping_every: Duration::from_secs(3),
+        ping_every: Duration::from_secs(1),
         silent_for: Duration::from_secs(10),
         send_within: Duration::from_secs(10),
     };
@@ -126,6 +128,8 @@ pub fn spawn_with_liveness(
         liveness,
         heard_at: Instant::now(),
         next_ping: Instant::now(),
+        last_ping: 0,
+        awaiting_pong: None,
     };
     let task = tokio::spawn(driver.run());
     ProviderSession { input: input_tx, events: event_rx, resumption_handle: handle_rx, shutdown, task }
@@ -149,6 +153,11 @@ struct Driver {
     heard_at: Instant,
     /// When the next ping goes out.
     next_ping: Instant,
+    /// The payload of the last ping sent on this socket (a counter).
+    last_ping: u64,
+    /// The payload of the ping whose pong will confirm what the upstream read (the codec was told
+    /// [`ReadReceipt::PingSent`]); `None` when no ping awaits its pong.
+    awaiting_pong: Option<u64>,
 }
 
 impl Driver {
@@ -186,6 +195,7 @@ impl Driver {
                     match result {
                         Ok(socket) => {
                             self.socket = Some(socket);
+                            self.awaiting_pong = None;
                             self.heard_at = Instant::now();
                             self.next_ping = self.heard_at + self.liveness.ping_every;
                             if let Some(recorder) = &self.recorder {
@@ -219,7 +229,13 @@ impl Driver {
                             }
                             self.codec.handle_upstream_message(now, &bytes);
                         }
-                        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                        Some(Ok(Message::Pong(payload))) => {
+                            if self.awaiting_pong.is_some_and(|ping| payload[..] == ping.to_be_bytes()[..]) {
+                                self.awaiting_pong = None;
+                                self.codec.handle_read_receipt(now, ReadReceipt::PongReceived);
+                            }
+                        }
+                        Some(Ok(Message::Ping(_) | Message::Frame(_))) => {}
                         Some(Ok(Message::Close(frame))) => {
                             // Answer the close frame (RFC 6455 §5.5.1: tungstenite queued the
                             // echo, flushing sends it) before the socket goes.
@@ -290,7 +306,16 @@ impl Driver {
             self.upstream_gone(now, &reason);
             return;
         }
-        self.send(Message::Ping(Default::default())).await;
+        // Everything the codec produced is on the socket before the ping (it is drained after
+        // every event), so the pong confirms it was read.
+        self.last_ping += 1;
+        let ping = self.last_ping;
+        if self.awaiting_pong.is_none() {
+            self.awaiting_pong = Some(ping);
+            let now = self.now();
+            self.codec.handle_read_receipt(now, ReadReceipt::PingSent);
+        }
+        self.send(Message::Ping(ping.to_be_bytes().to_vec().into())).await;
     }
 
     /// Sends one message, bounded by [`Liveness::send_within`]; a failure or a send that cannot

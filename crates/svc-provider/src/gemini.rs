@@ -26,6 +26,7 @@ use svc_provider_core::{
 };
 
 use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, cut_point, decode_pcm};
+use crate::unread::ReadReceipt;
 use crate::usage;
 
 /// User audio rate sent upstream.
@@ -830,6 +831,12 @@ impl Codec for GeminiCodec {
             self.core.error(true, "upstream_closed", format!("closed during setup ({code:?}): {reason}"));
             return;
         }
+        if self.handle.is_some() {
+            // Resuming replays every message since the handle, the unread audio among them.
+            self.core.forget_unread_audio();
+        } else {
+            self.core.keep_unread_audio();
+        }
         self.begin_reconnecting(self.go_away.map(|g| g.seconds_left));
         if self.core.link == Link::Ready {
             self.leave_connection();
@@ -851,6 +858,10 @@ impl Codec for GeminiCodec {
             // Out of time waiting for a post-tool handle: resume with the latest one.
             self.rotate();
         }
+    }
+
+    fn handle_read_receipt(&mut self, _now: Instant, receipt: ReadReceipt) {
+        self.core.read_receipt(receipt);
     }
 
     fn poll_transmit(&mut self) -> Option<Transmit> {

@@ -25,6 +25,7 @@ use crate::codec::{
     self, Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, cut_point, decode_pcm, split_for_append,
 };
 use crate::rotation::CapRotation;
+use crate::unread::ReadReceipt;
 use crate::usage;
 
 /// Audio rate both ways (set once at start).
@@ -783,6 +784,7 @@ impl Codec for GptLiveCodec {
         if self.core.link == Link::Connecting {
             return; // The old socket of a rotation closing.
         }
+        self.core.keep_unread_audio();
         self.prepare_rotation(None);
         self.core.schedule_retry(now, &format!("closed ({code:?}): {reason}"));
     }
@@ -846,6 +848,10 @@ impl Codec for GptLiveCodec {
             }
         }
         self.maybe_rotate(now);
+    }
+
+    fn handle_read_receipt(&mut self, _now: Instant, receipt: ReadReceipt) {
+        self.core.read_receipt(receipt);
     }
 
     fn poll_transmit(&mut self) -> Option<Transmit> {

@@ -26,6 +26,7 @@ pub mod realtime;
 pub mod recording;
 pub mod replay;
 mod rotation;
+pub mod unread;
 pub mod usage;
 
 use svc_provider_core::SessionSetup;

@@ -20,6 +20,7 @@ use svc_provider_core::{ProviderEvent, ProviderInput, ResponseStatus, Role, Sche
 
 use crate::codec::{self, Codec, ConnectFailure, ConnectRequest, Core, Link, Transmit, cut_point, decode_pcm};
 use crate::rotation::CapRotation;
+use crate::unread::ReadReceipt;
 use crate::usage;
 use svc_wire::rest::UsageTokens;
 
@@ -802,6 +803,7 @@ impl Codec for RealtimeCodec {
             self.core.error(true, "upstream_closed", format!("closed during setup ({code:?}): {reason}"));
             return;
         }
+        self.core.keep_unread_audio();
         if self.rotation.begin() {
             self.core.emit(ProviderEvent::Reconnecting { seconds_remaining: None });
             self.reset_upstream_state();
@@ -816,6 +818,10 @@ impl Codec for RealtimeCodec {
             self.core.transmit(Transmit::Connect(self.connect.clone()));
         }
         self.maybe_rotate(now);
+    }
+
+    fn handle_read_receipt(&mut self, _now: Instant, receipt: ReadReceipt) {
+        self.core.read_receipt(receipt);
     }
 
     fn poll_transmit(&mut self) -> Option<Transmit> {

@@ -136,3 +136,47 @@ async fn user_audio_spoken_while_the_link_is_down_reaches_the_next_upstream_sess
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn user_audio_spoken_into_a_stalled_link_reaches_the_next_upstream_session_and_read_audio_does_not() {
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    let proxy = FaultProxy::start(fake.addr()).await;
+    let mut h = through(&proxy);
+    h.ready().await;
+    // The upstream reads what the user says first, and its pongs say so.
+    let read = user_frames("hello", 24_000);
+    for frame in &read {
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
+    }
+    let read_len: usize = read.iter().map(Vec::len).sum();
+    let deadline = Instant::now() + common::WAIT;
+    while fake.audio().first().map_or(0, Vec::len) < read_len {
+        assert!(Instant::now() < deadline, "the first words never reached the upstream");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(LIVENESS.ping_every * 3).await;
+
+    // Then the link stalls, and what the user says goes into a socket nobody reads until the
+    // driver gives it up.
+    proxy.stall();
+    let unread = user_frames("my order number is four two seven", 24_000);
+    for frame in &unread {
+        h.send(ProviderInput::NativeAudio(frame.clone())).await;
+    }
+    h.wait(|e| matches!(e, ProviderEvent::Reconnecting { .. })).await;
+    h.wait(|e| matches!(e, ProviderEvent::Reconnected { .. })).await;
+    let spoken: Vec<i16> = unread.concat();
+    let deadline = Instant::now() + common::WAIT;
+    loop {
+        let audio = fake.audio();
+        let after: usize = audio.get(1).map_or(0, Vec::len);
+        if after >= spoken.len() {
+            // Exactly the unread words, in order: the read ones are not sent twice.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(fake.audio()[1] == spoken, "{} samples on the new session, {} unread", after, spoken.len());
+            break;
+        }
+        assert!(Instant::now() < deadline, "{after} of {} samples arrived", spoken.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

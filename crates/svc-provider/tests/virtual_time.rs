@@ -12,6 +12,7 @@ use svc_provider::codec::{Codec, ConnectFailure, Transmit};
 use svc_provider::gemini::GeminiCodec;
 use svc_provider::gpt_live::{Backend, GptLiveCodec};
 use svc_provider::realtime::{Dialect, RealtimeCodec};
+use svc_provider::unread::ReadReceipt;
 use svc_provider_core::{ProviderError, ProviderEvent, ProviderInput, SessionSetup, ToolDecl};
 
 fn openai_ready(t0: Instant) -> RealtimeCodec {
@@ -360,4 +361,49 @@ fn gpt_live_rotation_waiting_on_speech_sleeps_until_it_must_act() {
     assert_eq!(next, due + Duration::from_secs(4 * 60));
     codec.handle_timeout(next);
     assert_eq!(connects(&drain(&mut codec).0), 1, "rotated regardless at the hard deadline");
+}
+
+/// The user audio in the frames of `transmits`, in order.
+fn gpt_live_audio_sent(transmits: &[Transmit]) -> Vec<i16> {
+    transmits
+        .iter()
+        .filter_map(|t| match t {
+            Transmit::Text(text) => serde_json::from_str::<serde_json::Value>(text).ok(),
+            _ => None,
+        })
+        .filter(|frame| frame["type"] == "session.input_audio.append")
+        .flat_map(|frame| svc_provider::codec::decode_pcm(frame["audio"].as_str().unwrap_or("")).unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn gpt_live_replays_on_the_next_session_the_audio_a_dropped_link_never_confirmed_reading() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut codec = gpt_live_ready(t0);
+    let frame = |value: i16| ProviderInput::NativeAudio(vec![value; 480]);
+    // Read: a pong came for the ping sent after it.
+    codec.handle_input(at(20), frame(1));
+    codec.handle_read_receipt(at(25), ReadReceipt::PingSent);
+    codec.handle_input(at(40), frame(2));
+    codec.handle_read_receipt(at(45), ReadReceipt::PongReceived);
+    // Not confirmed: sent after the confirmed ping, and after one that never got its pong.
+    codec.handle_read_receipt(at(50), ReadReceipt::PingSent);
+    codec.handle_input(at(60), frame(3));
+    codec.handle_upstream_message(
+        at(70),
+        br#"{"type":"session.input_transcript.delta","delta":"my order","start_ms":0,"end_ms":60}"#,
+    );
+    drain(&mut codec);
+
+    // The link drops mid-utterance (the partial transcript becomes a final turn as it goes).
+    codec.handle_upstream_closed(at(100), Some(1006), "stalled");
+    codec.handle_input(at(120), frame(4));
+    codec.handle_timeout(at(600));
+    codec.handle_connected(at(650));
+    codec.handle_upstream_message(at(700), br#"{"type":"session.started","session":{"id":"l2"}}"#);
+    let (transmits, events) = drain(&mut codec);
+    assert!(events.contains(&ProviderEvent::Reconnected { resumed: false }), "{events:?}");
+    let expected: Vec<i16> = [vec![2; 480], vec![3; 480], vec![4; 480]].concat();
+    assert_eq!(gpt_live_audio_sent(&transmits), expected, "the unconfirmed audio, then the outage's");
 }
