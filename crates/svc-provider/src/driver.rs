@@ -395,11 +395,22 @@ impl Driver {
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Closes a socket svc is done with: a close frame with 1000 (a frame without a code reads as
-/// 1005, "no status", to the service), bounded in time.
+/// 1005, "no status", to the service), then the upstream's close awaited before the connection
+/// goes (RFC 6455 §7.1.1), bounded in time.
+///
+/// Waiting matters: what the upstream sent meanwhile (a pong, its echo) would otherwise be unread
+/// when the socket closes, the kernel then resets the connection, and a reset can destroy svc's
+/// close frame before the upstream read it (it saw a connection lost, not a close).
 async fn close_normally(socket: &mut Socket) {
     let frame = CloseFrame { code: CloseCode::Normal, reason: "".into() };
     // Best effort: the upstream may already be gone.
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, socket.close(Some(frame))).await;
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
+        if socket.close(Some(frame)).await.is_ok() {
+            // Everything until the upstream's close is dropped: the session is over for svc.
+            while let Some(Ok(_)) = socket.next().await {}
+        }
+    })
+    .await;
 }
 
 /// Sends the echo of a close frame the upstream sent (queued by tungstenite on receipt).
