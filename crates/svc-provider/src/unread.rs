@@ -8,8 +8,11 @@
 //! rest stays here, bounded, and when the link drops it is replayed on the next upstream
 //! session before the audio held during the outage ([`crate::codec::Core::keep_unread_audio`]).
 //!
-//! Audio the upstream read is never replayed, nor is audio sent before a response began (the
-//! upstream took the user's turn in; replaying its tail could ask the same question twice).
+//! Audio the upstream read is never replayed, nor is audio sent before a response began or the
+//! user's transcript became final (the upstream took the user's turn in; replaying its tail could
+//! ask the same question twice). An upstream whose pongs do not echo the ping's payload (RFC 6455
+//! §5.5.3 says they must) confirms nothing: its unconfirmed audio is still bounded, and cleared
+//! at every turn.
 
 use std::collections::VecDeque;
 
