@@ -118,22 +118,33 @@ async fn user_audio_spoken_while_the_link_is_down_reaches_the_next_upstream_sess
     proxy.delay_connects(Duration::from_millis(800));
     proxy.sever();
     h.wait(|e| matches!(e, ProviderEvent::Reconnecting { .. })).await;
-    let frames = user_frames("my order number is four two seven", 24_000);
+    let spoken = speak(&mut h, "my order number is four two seven").await;
+    h.wait(|e| matches!(e, ProviderEvent::Reconnected { .. })).await;
+    let audio = audio_of_connection(&fake, 1, spoken.len()).await;
+    assert_eq!(audio[..spoken.len()], spoken[..], "the held audio, in order, on the new session");
+}
+
+/// The user says `text` (24 kHz frames, sent as fast as the adapter takes them); the samples sent.
+async fn speak(h: &mut Harness, text: &str) -> Vec<i16> {
+    let frames = user_frames(text, 24_000);
     for frame in &frames {
         h.send(ProviderInput::NativeAudio(frame.clone())).await;
     }
-    h.wait(|e| matches!(e, ProviderEvent::Reconnected { .. })).await;
-    let spoken: Vec<i16> = frames.concat();
+    frames.concat()
+}
+
+/// The user audio the fake received on its `connection`th connection, once it holds at least
+/// `samples` (and nothing more arrived for 200 ms).
+async fn audio_of_connection(fake: &FakeUpstream, connection: usize, samples: usize) -> Vec<i16> {
     let deadline = Instant::now() + common::WAIT;
     loop {
-        let audio = fake.audio();
-        let after: usize = audio.get(1).map_or(0, Vec::len);
-        if after >= spoken.len() {
-            assert_eq!(audio[1][..spoken.len()], spoken[..], "the held audio, in order, on the new session");
-            break;
+        let arrived = fake.audio().get(connection).map_or(0, Vec::len);
+        if arrived >= samples {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return fake.audio().swap_remove(connection);
         }
-        assert!(Instant::now() < deadline, "{after} of {} samples arrived", spoken.len());
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(Instant::now() < deadline, "{arrived} of {samples} samples arrived on connection {connection}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -144,39 +155,17 @@ async fn user_audio_spoken_into_a_stalled_link_reaches_the_next_upstream_session
     let mut h = through(&proxy);
     h.ready().await;
     // The upstream reads what the user says first, and its pongs say so.
-    let read = user_frames("hello", 24_000);
-    for frame in &read {
-        h.send(ProviderInput::NativeAudio(frame.clone())).await;
-    }
-    let read_len: usize = read.iter().map(Vec::len).sum();
-    let deadline = Instant::now() + common::WAIT;
-    while fake.audio().first().map_or(0, Vec::len) < read_len {
-        assert!(Instant::now() < deadline, "the first words never reached the upstream");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let read = speak(&mut h, "hello").await;
+    audio_of_connection(&fake, 0, read.len()).await;
     tokio::time::sleep(LIVENESS.ping_every * 3).await;
 
     // Then the link stalls, and what the user says goes into a socket nobody reads until the
     // driver gives it up.
     proxy.stall();
-    let unread = user_frames("my order number is four two seven", 24_000);
-    for frame in &unread {
-        h.send(ProviderInput::NativeAudio(frame.clone())).await;
-    }
+    let unread = speak(&mut h, "my order number is four two seven").await;
     h.wait(|e| matches!(e, ProviderEvent::Reconnecting { .. })).await;
     h.wait(|e| matches!(e, ProviderEvent::Reconnected { .. })).await;
-    let spoken: Vec<i16> = unread.concat();
-    let deadline = Instant::now() + common::WAIT;
-    loop {
-        let audio = fake.audio();
-        let after: usize = audio.get(1).map_or(0, Vec::len);
-        if after >= spoken.len() {
-            // Exactly the unread words, in order: the read ones are not sent twice.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            assert!(fake.audio()[1] == spoken, "{} samples on the new session, {} unread", after, spoken.len());
-            break;
-        }
-        assert!(Instant::now() < deadline, "{after} of {} samples arrived", spoken.len());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let audio = audio_of_connection(&fake, 1, unread.len()).await;
+    // Exactly the unread words, in order: the read ones are not sent twice.
+    assert!(audio == unread, "{} samples on the new session, {} unread", audio.len(), unread.len());
 }
