@@ -363,16 +363,16 @@ fn gpt_live_rotation_waiting_on_speech_sleeps_until_it_must_act() {
     assert_eq!(connects(&drain(&mut codec).0), 1, "rotated regardless at the hard deadline");
 }
 
-/// The user audio in the frames of `transmits`, in order.
-fn gpt_live_audio_sent(transmits: &[Transmit]) -> Vec<i16> {
+/// The user audio in the frames of `transmits`, in order: base64 PCM at `pointer` in each.
+fn audio_sent(transmits: &[Transmit], pointer: &str) -> Vec<i16> {
     transmits
         .iter()
         .filter_map(|t| match t {
             Transmit::Text(text) => serde_json::from_str::<serde_json::Value>(text).ok(),
             _ => None,
         })
-        .filter(|frame| frame["type"] == "session.input_audio.append")
-        .flat_map(|frame| svc_provider::codec::decode_pcm(frame["audio"].as_str().unwrap_or("")).unwrap_or_default())
+        .filter_map(|frame| frame.pointer(pointer).and_then(|data| data.as_str()).map(str::to_owned))
+        .flat_map(|data| svc_provider::codec::decode_pcm(&data).unwrap_or_default())
         .collect()
 }
 
@@ -405,5 +405,35 @@ fn gpt_live_replays_on_the_next_session_the_audio_a_dropped_link_never_confirmed
     let (transmits, events) = drain(&mut codec);
     assert!(events.contains(&ProviderEvent::Reconnected { resumed: false }), "{events:?}");
     let expected: Vec<i16> = [vec![2; 480], vec![3; 480], vec![4; 480]].concat();
-    assert_eq!(gpt_live_audio_sent(&transmits), expected, "the unconfirmed audio, then the outage's");
+    assert_eq!(audio_sent(&transmits, "/audio"), expected, "the unconfirmed audio, then the outage's");
+}
+
+#[test]
+fn gemini_replays_the_unconfirmed_audio_once_whether_it_resumes_or_starts_afresh() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    for handle in [true, false] {
+        let mut codec = GeminiCodec::new(
+            SessionSetup::new(model(ProviderBlock::ProviderA(ProviderABlock::default())), "p"),
+            request(),
+        );
+        codec.handle_connected(t0);
+        codec.handle_upstream_message(t0, br#"{"setupComplete":{}}"#);
+        if handle {
+            codec.handle_upstream_message(t0, br#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":true}}"#);
+        }
+        drain(&mut codec);
+        // Sent after the handle, and never confirmed read.
+        codec.handle_read_receipt(at(10), ReadReceipt::PingSent);
+        codec.handle_input(at(20), ProviderInput::NativeAudio(vec![7; 320]));
+        drain(&mut codec);
+        codec.handle_upstream_closed(at(100), Some(1006), "stalled");
+        codec.handle_timeout(at(600));
+        codec.handle_connected(at(650));
+        codec.handle_upstream_message(at(700), br#"{"setupComplete":{}}"#);
+        let (transmits, events) = drain(&mut codec);
+        assert!(events.contains(&ProviderEvent::Reconnected { resumed: handle }), "{events:?}");
+        // Resumed, the messages since the handle carry it; afresh, the unconfirmed audio does.
+        assert_eq!(audio_sent(&transmits, "/realtimeInput/audio/data"), vec![7; 320], "handle: {handle}");
+    }
 }
