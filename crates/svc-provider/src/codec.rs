@@ -230,6 +230,8 @@ impl Core {
     /// A core for a provider whose audio is at `provider_rate_hz`, buffering up to `buffer_ms` of
     /// the user's while the link is not ready.
     pub fn new(provider_rate_hz: u32, buffer_ms: u32, reconnect_budget: Duration) -> Core {
+        // The outage's hold and the unconfirmed audio share one bound: both end up in the hold.
+        let audio_max = (provider_rate_hz as usize) * (buffer_ms as usize) / 1000;
         Core {
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -237,8 +239,8 @@ impl Core {
             held: VecDeque::new(),
             held_frames: 0,
             held_audio: 0,
-            held_audio_max: (provider_rate_hz as usize) * (buffer_ms as usize) / 1000,
-            unread: UnreadAudio::new((provider_rate_hz as usize) * (buffer_ms as usize) / 1000),
+            held_audio_max: audio_max,
+            unread: UnreadAudio::new(audio_max),
             usage: UsageMeter::new(),
             history: Vec::new(),
             link: Link::Connecting,

@@ -38,6 +38,15 @@ fn through(proxy: &FaultProxy) -> Harness {
     Harness { session, seen: Vec::new() }
 }
 
+/// The fake, the proxy in front of it, and the adapter through it, ready.
+async fn ready_through_a_proxy() -> (FakeUpstream, FaultProxy, Harness) {
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    let proxy = FaultProxy::start(fake.addr()).await;
+    let mut h = through(&proxy);
+    h.ready().await;
+    (fake, proxy, h)
+}
+
 /// One way to break the link.
 type Fault = fn(&FaultProxy);
 
@@ -83,10 +92,7 @@ async fn a_link_that_stalls_mid_reply_is_given_up_within_the_bound_and_the_conve
 
 #[tokio::test]
 async fn a_severed_garbled_oversized_or_closed_link_is_a_drop_and_the_conversation_goes_on() {
-    let fake = FakeUpstream::start(Flavor::OpenAi).await;
-    let proxy = FaultProxy::start(fake.addr()).await;
-    let mut h = through(&proxy);
-    h.ready().await;
+    let (fake, proxy, mut h) = ready_through_a_proxy().await;
     let faults: [(&str, Fault); 4] = [
         ("sever", FaultProxy::sever),
         ("garbage", |proxy| proxy.inject(&fault_proxy::garbage(), false)),
@@ -110,10 +116,7 @@ async fn a_severed_garbled_oversized_or_closed_link_is_a_drop_and_the_conversati
 
 #[tokio::test]
 async fn user_audio_spoken_while_the_link_is_down_reaches_the_next_upstream_session() {
-    let fake = FakeUpstream::start(Flavor::OpenAi).await;
-    let proxy = FaultProxy::start(fake.addr()).await;
-    let mut h = through(&proxy);
-    h.ready().await;
+    let (fake, proxy, mut h) = ready_through_a_proxy().await;
     // The link drops and the way back is slow: the user talks meanwhile.
     proxy.delay_connects(Duration::from_millis(800));
     proxy.sever();
@@ -150,10 +153,7 @@ async fn audio_of_connection(fake: &FakeUpstream, connection: usize, samples: us
 
 #[tokio::test]
 async fn user_audio_spoken_into_a_stalled_link_reaches_the_next_upstream_session_and_read_audio_does_not() {
-    let fake = FakeUpstream::start(Flavor::OpenAi).await;
-    let proxy = FaultProxy::start(fake.addr()).await;
-    let mut h = through(&proxy);
-    h.ready().await;
+    let (fake, proxy, mut h) = ready_through_a_proxy().await;
     // The upstream reads what the user says first, and its pongs say so.
     let read = speak(&mut h, "hello").await;
     audio_of_connection(&fake, 0, read.len()).await;
