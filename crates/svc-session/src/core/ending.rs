@@ -133,9 +133,7 @@ impl SessionCore {
             let Some(response) = self.playback.response(seq) else { continue };
             response.cut |= unplayed;
             // Only words heard make a turn: audio without a transcript (yet) leaves none.
-            let words = !response.released_text.trim().is_empty()
-                || (!response.cut && response.fragments.iter().any(|(_, fragment)| !fragment.trim().is_empty()));
-            if words {
+            if !response.heard_text().trim().is_empty() {
                 self.finish_response(now, seq, true);
             }
         }

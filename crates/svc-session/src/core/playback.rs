@@ -91,6 +91,18 @@ impl Response {
         }
     }
 
+    /// What of its transcript the user heard: the fragments released, and, unless it was cut,
+    /// those still waiting (its audio plays, or played, to the end).
+    pub fn heard_text(&self) -> String {
+        let mut heard = self.released_text.clone();
+        if !self.cut {
+            for (_, fragment) in &self.fragments {
+                heard.push_str(fragment);
+            }
+        }
+        heard
+    }
+
     /// Whether any audio of it was queued.
     pub fn had_audio(&self) -> bool {
         self.enqueued > 0

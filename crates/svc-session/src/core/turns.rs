@@ -81,11 +81,10 @@ impl SessionCore {
         let text = match (&response.final_text, forced) {
             (Some(text), false) => Some(text.clone()),
             _ => {
-                let mut heard = std::mem::take(&mut response.released_text);
+                let heard = response.heard_text();
+                response.released_text.clear();
                 if heard_all {
-                    for (_, fragment) in response.fragments.drain(..) {
-                        heard.push_str(&fragment);
-                    }
+                    response.fragments.clear();
                 }
                 let heard = heard.trim();
                 (!heard.is_empty()).then(|| heard.to_owned())
