@@ -25,6 +25,7 @@ import base64
 import json
 import math
 import re
+import struct
 import typing
 from typing import Any, Optional
 
@@ -212,10 +213,16 @@ class InputAudio:
 
     KEEP_SECONDS = 4
 
+    # Most values `runs` holds.
+    RUNS_MAX = 2_000
+
     def __init__(self, rate: int):
         self.rate = rate
         self.samples = 0
         self.kept = bytearray()
+        # When a scenario asks for it: the audio as its runs of one repeated sample value, in
+        # order (a runner that sends each frame as one value reads back which frames came).
+        self.runs: Optional[list[int]] = None
 
     def add(self, data: Any) -> Optional[str]:
         """Adds one append's audio; a violation text when it is not base64 PCM16."""
@@ -228,6 +235,10 @@ class InputAudio:
         if len(pcm) % 2:
             return f"audio has {len(pcm)} bytes: PCM16 takes whole 2-byte samples"
         self.samples += len(pcm) // 2
+        if self.runs is not None:
+            for (value,) in struct.iter_unpack("<h", pcm):
+                if (not self.runs or self.runs[-1] != value) and len(self.runs) < self.RUNS_MAX:
+                    self.runs.append(value)
         if len(self.kept) < self.KEEP_SECONDS * self.rate * 2:
             self.kept += pcm
         return None

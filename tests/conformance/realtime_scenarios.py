@@ -157,6 +157,21 @@ async def server_close(server: RealtimeServer) -> None:
         await server.conn.close(1001, "going away")
 
 
+async def drop_mid_speech(server: RealtimeServer) -> None:
+    """The first connection fails while svc streams the user's speech: after 1.5 s of audio
+    (a ping and its pong on the way: svc knows what was read) the service stops reading for
+    0.3 s and drops the connection with no close frame. Each connection records the audio it
+    got as runs of one value (the runner sends each frame as one value), so the runner can tell
+    that nothing was lost across the two and that what was read is not sent again."""
+    key = (server.conn.family, server.conn.scenario)
+    CONNECTIONS[key] = CONNECTIONS.get(key, 0) + 1
+    server.audio_in.runs = []
+    if not await server.handshake():
+        return
+    if CONNECTIONS[key] == 1 and await server.wait_input_ms(1_500):
+        await server.conn.cut(0.3)
+
+
 SCENARIOS: dict[str, Callable[[RealtimeServer], Awaitable[None]]] = {
     "config": config,
     "typed_turn": typed_turn,
@@ -168,6 +183,7 @@ SCENARIOS: dict[str, Callable[[RealtimeServer], Awaitable[None]]] = {
     "per_turn_error": per_turn_error,
     "fatal_error": fatal_error,
     "server_close": server_close,
+    "drop_mid_speech": drop_mid_speech,
 }
 
 

@@ -145,6 +145,8 @@ class RealtimeServer:
         if problem:
             self.conn.violation(f"input_audio_buffer.append: {problem}")
         self.conn.fact("input_samples", self.audio_in.samples)
+        if self.audio_in.runs is not None:
+            self.conn.fact("input_runs", self.audio_in.runs)
 
     async def on_session_update(self, message: dict[str, Any]) -> bool:
         session = message.get("session", {})

@@ -141,6 +141,18 @@ class Conn:
         except asyncio.TimeoutError:
             self.violation(f"svc did not close the socket within {timeout:.0f} s of the scenario's end")
 
+    async def cut(self, stall_seconds: float) -> None:
+        """The service's side of the connection fails with no close frame, as when its host
+        dies: it stops reading for `stall_seconds` (what svc sends meanwhile stays unread in the
+        socket), then drops the connection, which discards the unread bytes (a TCP reset).
+        Reported as `closed_by_fake` [1006, "cut"]."""
+        import asyncio
+
+        self.closed_by_fake = (1006, "cut")
+        self.ws.transport.pause_reading()
+        await asyncio.sleep(stall_seconds)
+        self.ws.transport.abort()
+
     async def close(self, code: int = 1000, reason: str = "") -> None:
         if self.closed_by_fake is None:
             self.closed_by_fake = (code, reason)

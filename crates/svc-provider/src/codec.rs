@@ -329,14 +329,21 @@ impl Core {
     }
 
     /// Everything held while the link was down, in order, as frames to send: commands as they
-    /// were given, audio framed by `audio_frame` in chunks of at most 100 ms.
+    /// were given, audio framed by `audio_frame` in chunks of at most 100 ms. On a ready link the
+    /// audio counts as sent on it, unread until a pong says otherwise: a link that drops again
+    /// before reading it replays it once more ([`crate::unread`]).
     pub fn take_held_frames(&mut self, audio_frame: impl Fn(&[i16]) -> String) -> Vec<String> {
         let chunk = (self.rate_hz as usize / 10).max(1);
         let mut out = Vec::with_capacity(self.held.len());
         for held in self.held.drain(..) {
             match held {
                 Held::Frame(frame) => out.push(frame),
-                Held::Audio(pcm) => out.extend(pcm.chunks(chunk).map(&audio_frame)),
+                Held::Audio(pcm) => {
+                    if self.link == Link::Ready {
+                        self.unread.sent(&pcm);
+                    }
+                    out.extend(pcm.chunks(chunk).map(&audio_frame));
+                }
             }
         }
         self.held_frames = 0;

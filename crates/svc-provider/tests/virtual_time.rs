@@ -437,3 +437,37 @@ fn gemini_replays_the_unconfirmed_audio_once_whether_it_resumes_or_starts_afresh
         assert_eq!(audio_sent(&transmits, "/realtimeInput/audio/data"), vec![7; 320], "handle: {handle}");
     }
 }
+
+#[test]
+fn audio_replayed_onto_a_link_that_drops_again_before_reading_it_is_replayed_once_more() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut codec = openai_ready(t0);
+    // The link drops and the next one becomes ready: what it was sent on becoming ready.
+    let drop_and_reconnect = |codec: &mut RealtimeCodec, ms: u64| {
+        codec.handle_upstream_closed(at(ms), Some(1006), "stalled");
+        codec.handle_timeout(at(ms + 2_000));
+        codec.handle_connected(at(ms + 2_050));
+        codec.handle_upstream_message(at(ms + 2_100), br#"{"type":"session.created","session":{"id":"s2"}}"#);
+        codec.handle_upstream_message(at(ms + 2_100), br#"{"type":"session.updated","session":{"id":"s2"}}"#);
+        let (transmits, events) = drain(codec);
+        assert!(events.contains(&ProviderEvent::Reconnected { resumed: false }), "{events:?}");
+        audio_sent(&transmits, "/audio")
+    };
+    codec.handle_read_receipt(at(5), ReadReceipt::PingSent);
+    codec.handle_input(at(20), ProviderInput::NativeAudio(vec![5; 480]));
+    drain(&mut codec);
+    assert_eq!(drop_and_reconnect(&mut codec, 100), vec![5; 480], "the first link never confirmed it");
+
+    // The second link drops before a pong: the replayed audio was no more read than before.
+    codec.handle_read_receipt(at(2_200), ReadReceipt::PingSent);
+    codec.handle_input(at(2_220), ProviderInput::NativeAudio(vec![6; 480]));
+    drain(&mut codec);
+    let expected: Vec<i16> = [vec![5; 480], vec![6; 480]].concat();
+    assert_eq!(drop_and_reconnect(&mut codec, 2_300), expected, "replayed, then what followed it");
+
+    // The third link confirms reading it all: a third drop replays nothing.
+    codec.handle_read_receipt(at(4_500), ReadReceipt::PingSent);
+    codec.handle_read_receipt(at(4_510), ReadReceipt::PongReceived);
+    assert_eq!(drop_and_reconnect(&mut codec, 4_600), Vec::<i16>::new(), "read audio is not replayed");
+}

@@ -507,6 +507,49 @@ pub(crate) async fn server_close(family: &str, setup: SessionSetup) {
     .await;
 }
 
+/// The values of the frames a connection got, from the fake's runs of one value.
+fn frames_received(report: &Value) -> Vec<i64> {
+    report["facts"]["input_runs"].as_array().map(|runs| runs.iter().filter_map(Value::as_i64).collect()).unwrap_or_default()
+}
+
+/// The connection fails mid-speech with no close frame (`drop_mid_speech`): every frame of the
+/// user's audio reaches the service, in order, across the two connections, and what the first
+/// confirmed reading (a pong) is not sent again.
+pub(crate) async fn drop_mid_speech(family: &str, setup: SessionSetup) {
+    const FRAMES: i16 = 150;
+    let setup = &setup;
+    in_every_mode(|mode| async move {
+        let fake = PyFake::start(mode).await;
+        let mut adapter = ready(&fake, family, "drop_mid_speech", setup.clone()).await;
+        // 3 s of 20 ms frames at real time, frame k all of value k.
+        let mut ticks = tokio::time::interval(Duration::from_millis(20));
+        for value in 1..=FRAMES {
+            ticks.tick().await;
+            adapter.send(ProviderInput::NativeAudio(vec![value; (RATE_HZ / 50) as usize])).await;
+        }
+        adapter.wait("reconnected", |e| matches!(e, ProviderEvent::Reconnected { .. })).await;
+        adapter.drain_for(Duration::from_millis(300)).await;
+        assert_no_errors(mode, &adapter);
+        adapter.close().await;
+        let reports = fake.assert_conforms(2).await;
+        let first = reports.iter().find(|r| r["closed_by_fake"] == json!([1006, "cut"])).expect("the cut connection");
+        let second = reports.iter().find(|r| r["closed_by_fake"].is_null()).expect("the second connection");
+        let (read, replayed) = (frames_received(first), frames_received(second));
+        let last_read = *read.last().expect("the first connection got audio");
+        assert_eq!(read, (1..=last_read).collect::<Vec<_>>(), "{mode}: the first connection's audio, in order");
+        let resumed_at = *replayed.first().expect("the second connection got audio");
+        assert_eq!(
+            replayed,
+            (resumed_at..=i64::from(FRAMES)).collect::<Vec<_>>(),
+            "{mode}: the second connection gets everything from where it resumes, in order"
+        );
+        assert!(resumed_at <= last_read + 1, "{mode}: frames {} to {} were lost", last_read + 1, resumed_at - 1);
+        assert!(resumed_at > 1, "{mode}: the audio a pong confirmed was sent again (from frame {resumed_at})");
+        fake.stop().await;
+    })
+    .await;
+}
+
 // ---- provider_b / provider_b_mini ---------------------------------------------------------------
 
 #[tokio::test]
@@ -650,4 +693,10 @@ async fn provider_b_fatal_error_ends_the_session() {
 #[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
 async fn provider_b_server_close_is_answered() {
     server_close(FAMILY, provider_b(ProviderBBlock::default())).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the conformance venv (scripts/conformance-setup.sh)"]
+async fn provider_b_drop_mid_speech_loses_no_audio() {
+    drop_mid_speech(FAMILY, provider_b(ProviderBBlock::default())).await;
 }
