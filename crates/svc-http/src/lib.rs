@@ -172,6 +172,33 @@ pub struct Outgoing<'a> {
     pub body: Bytes,
 }
 
+/// Why [`read_body`] stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    /// The connection broke off mid-body.
+    Broken(String),
+    /// The body is longer than the limit given.
+    TooLarge(usize),
+}
+
+/// Reads a response body whole, refusing one longer than `limit` bytes.
+///
+/// # Errors
+///
+/// [`BodyError`] when the body breaks off or outgrows `limit`.
+pub async fn read_body(mut body: hyper::body::Incoming, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let mut buffer = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| BodyError::Broken(error.to_string()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if buffer.len() + data.len() > limit {
+            return Err(BodyError::TooLarge(limit));
+        }
+        buffer.extend_from_slice(&data);
+    }
+    Ok(buffer)
+}
+
 /// Connects (TLS for `https`, with `tls`), sends the request and returns the response head with
 /// its body to read, and the connection's task (abort it when done with the body). Errors are
 /// described in words: the caller decides what kind of failure each is.

@@ -25,6 +25,7 @@ pub mod model;
 mod rpc;
 mod rtc;
 mod server;
+pub mod server_api;
 mod signal;
 #[cfg(test)]
 mod sim;
@@ -37,6 +38,8 @@ mod wall_clock;
 mod webhook;
 
 pub use core::{AUDIO_REORDER_WAIT, LATE_AFTER, LocalError, RoomDescription, RoomOptions};
+/// LiveKit's protocol types, as [`client`]'s events carry them.
+pub use livekit_protocol as proto;
 pub use local::{
     InboundDrops, LocalAudioTrack, LocalParticipant, MAX_RPC_PAYLOAD_BYTES, OutboundMedia, RemoteAudioDecoder,
     RpcError, RpcInvocation, rpc_codes,

@@ -96,6 +96,9 @@ pub enum RoomError {
     /// A local participant command failed.
     #[error(transparent)]
     Local(#[from] crate::core::LocalError),
+    /// The connection to a room on another server failed, or that server refused a command.
+    #[error("external room: {0}")]
+    Client(#[from] crate::client::ClientError),
 }
 
 /// Options for joining a room in-process.

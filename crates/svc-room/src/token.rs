@@ -185,27 +185,24 @@ impl RoomCredentials {
         name: Option<&str>,
         expires_at: i64,
     ) -> Result<String, RoomTokenError> {
-        self.mint(RoomToken {
-            iss: String::new(),
-            sub: identity.to_owned(),
-            nbf: None,
-            exp: expires_at,
-            name: name.map(str::to_owned),
-            kind: None,
-            metadata: None,
-            attributes: BTreeMap::new(),
-            video: RoomGrant {
-                room_join: true,
-                room: room.to_owned(),
-                can_publish: Some(true),
-                can_subscribe: Some(true),
-                can_publish_data: Some(true),
-                can_update_own_metadata: Some(true),
-                ..RoomGrant::default()
-            },
-            room_config: None,
-            sip: SipGrant::default(),
-        })
+        self.mint(member_claims(room, identity, name, expires_at))
+    }
+
+    /// A join token for an agent (kind `agent`, as LiveKit mints one for a dispatched job): what
+    /// [`RoomCredentials::participant_token`] grants, with `attributes` set from the start.
+    pub fn agent_token(
+        &self,
+        room: &str,
+        identity: &str,
+        name: Option<&str>,
+        attributes: BTreeMap<String, String>,
+        expires_at: i64,
+    ) -> Result<String, RoomTokenError> {
+        let mut claims = member_claims(room, identity, name, expires_at);
+        claims.kind = Some("agent".to_owned());
+        claims.attributes = attributes;
+        claims.video.agent = true;
+        self.mint(claims)
     }
 
     /// A token carrying `grant` and no identity, valid until `expires_at` (epoch seconds): what a
@@ -269,6 +266,32 @@ fn peek_issuer(token: &str) -> Result<String, RoomTokenError> {
     let payload = token.split('.').nth(1).ok_or(RoomTokenError::Invalid)?;
     let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).map_err(|_| RoomTokenError::Invalid)?;
     serde_json::from_slice::<Issuer>(&bytes).map(|claims| claims.iss).map_err(|_| RoomTokenError::Invalid)
+}
+
+/// A room member's claims: join `room`, publish, subscribe, send data and update its own
+/// attributes and metadata.
+fn member_claims(room: &str, identity: &str, name: Option<&str>, expires_at: i64) -> RoomToken {
+    RoomToken {
+        iss: String::new(),
+        sub: identity.to_owned(),
+        nbf: None,
+        exp: expires_at,
+        name: name.map(str::to_owned),
+        kind: None,
+        metadata: None,
+        attributes: BTreeMap::new(),
+        video: RoomGrant {
+            room_join: true,
+            room: room.to_owned(),
+            can_publish: Some(true),
+            can_subscribe: Some(true),
+            can_publish_data: Some(true),
+            can_update_own_metadata: Some(true),
+            ..RoomGrant::default()
+        },
+        room_config: None,
+        sip: SipGrant::default(),
+    }
 }
 
 #[cfg(test)]

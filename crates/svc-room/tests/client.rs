@@ -472,3 +472,135 @@ async fn audio_an_in_process_participant_does_not_read_is_dropped_and_counted() 
     alice.leave().await;
     harness.room.shutdown().await;
 }
+
+#[tokio::test]
+async fn rpc_requests_attributes_and_posted_data_go_the_livekit_way() {
+    let harness = start().await;
+    let agent = harness.agent("rpc-room").await;
+    let expires =
+        i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()).expect("seconds") + 600;
+    let token = harness.credentials.participant_token("rpc-room", "worker", None, expires).expect("mint");
+    let options = ClientOptions { connect_timeout: WAIT, rpc_methods: vec!["greet".to_owned()], ..Default::default() };
+    let worker = RoomClient::connect(&harness.url, &token, options).await.expect("the worker connects");
+    let (worker, mut events) = worker.split_events();
+
+    // A registered method reaches the application, acknowledged, and its answer goes back.
+    let caller = tokio::spawn(async move {
+        let answer = agent.perform_rpc("worker", "greet", "hello", Duration::from_secs(5)).await;
+        let refused = agent.perform_rpc("worker", "unknown", "", Duration::from_secs(5)).await;
+        (agent, answer, refused)
+    });
+    let invocation = within(WAIT, "the rpc request", async {
+        loop {
+            match events.next().await {
+                Some(ClientEvent::RpcRequest(invocation)) => return invocation,
+                Some(_) => {}
+                None => panic!("the worker closed"),
+            }
+        }
+    })
+    .await;
+    assert_eq!((invocation.method.as_str(), invocation.payload.as_str()), ("greet", "hello"));
+    assert_eq!(invocation.caller_identity, "agent");
+    worker.try_respond_rpc("agent", &invocation.request_id, Ok("hi".to_owned())).expect("queued");
+    let (mut agent, answer, refused) = within(WAIT, "the rpc answers", caller).await.expect("caller task");
+    assert_eq!(answer, Ok("hi".to_owned()));
+    // A method the worker does not answer is refused at once, as LiveKit's SDKs refuse it.
+    assert_eq!(refused.map_err(|error| error.code), Err(svc_room::rpc_codes::UNSUPPORTED_METHOD));
+
+    // Attributes merge into the worker's; data posted without waiting arrives.
+    let attributes = [("svc.ready".to_owned(), "1".to_owned())].into_iter().collect();
+    worker.try_set_attributes(attributes).expect("queued");
+    agent_wait(&mut agent, "the worker's attributes", |event| match event {
+        RoomEvent::ParticipantUpdated { participant, .. }
+            if participant.identity == "worker"
+                && participant.attributes.get("svc.ready").map(String::as_str) == Some("1") =>
+        {
+            Some(())
+        }
+        _ => None,
+    })
+    .await;
+    worker.try_send_data(b"posted".to_vec(), Some("svc"), true, &["agent".to_owned()]).expect("queued");
+    let payload = agent_wait(&mut agent, "the posted data", |event| match event {
+        RoomEvent::Data(data) if data.from_identity == "worker" => Some(data.payload.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(&payload[..], b"posted");
+
+    // A payload over the limit fails after the hand-over, as an event.
+    worker.try_send_data(vec![0u8; 70_000], None, true, &[]).expect("queued");
+    let failure = within(WAIT, "the failure event", async {
+        loop {
+            match events.next().await {
+                Some(ClientEvent::CommandFailed { command, error }) => return (command, error),
+                Some(_) => {}
+                None => panic!("the worker closed"),
+            }
+        }
+    })
+    .await;
+    assert!(matches!(failure, ("send_data", ClientError::PacketTooLarge(70_000))), "{failure:?}");
+    worker.leave().await;
+}
+
+/// A TLS proxy on 127.0.0.1 for `localhost` (self-signed) in front of `backend`: the room as a
+/// LiveKit deployment serves it, behind `wss://`.
+async fn tls_proxy(backend: std::net::SocketAddr) -> (u16, Arc<rustls::ClientConfig>) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("certificate");
+    let cert = certified.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(backend).await else { return };
+                // Either side closing ends the proxied connection.
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut upstream).await;
+            });
+        }
+    });
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).expect("root");
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (port, Arc::new(client))
+}
+
+#[tokio::test]
+async fn the_client_joins_over_wss_and_refuses_a_certificate_it_does_not_trust() {
+    let harness = start().await;
+    let backend: std::net::SocketAddr =
+        harness.url.trim_start_matches("ws://").split('/').next().expect("authority").parse().expect("addr");
+    let (port, trusted) = tls_proxy(backend).await;
+    let url = format!("wss://localhost:{port}/room");
+    let expires =
+        i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()).expect("s") + 600;
+    let token = harness.credentials.participant_token("tls-room", "tls-user", None, expires).expect("mint");
+    let loopback = Some("127.0.0.1".parse().expect("ip"));
+
+    let options = ClientOptions { connect_timeout: WAIT, udp_ip: loopback, tls: Some(trusted), ..Default::default() };
+    let client = RoomClient::connect(&url, &token, options).await.expect("joins over wss");
+    assert_eq!(client.info().room_name, "tls-room");
+    client.leave().await;
+
+    // The webpki roots do not know the proxy's certificate: refused at the handshake.
+    let options = ClientOptions { connect_timeout: WAIT, udp_ip: loopback, ..Default::default() };
+    let refused = RoomClient::connect(&url, &token, options).await.expect_err("an untrusted certificate");
+    assert!(matches!(&refused, ClientError::Connect(reason) if reason.contains("certificate")), "{refused}");
+}

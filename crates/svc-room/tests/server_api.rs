@@ -321,3 +321,40 @@ async fn the_server_calls_a_clients_rpc_method() {
     assert_eq!(seen, json!({"caller": "", "payload": "from the server"}), "the server calls as nobody");
     started.room.shutdown().await;
 }
+
+/// svc's own client of the server API ([`svc_room::server_api::ServerApi`], what svc uses on a
+/// LiveKit server it does not run) against the same routes, through the room URL's path.
+#[tokio::test]
+async fn svcs_own_client_creates_lists_and_deletes_rooms_and_removes_participants() {
+    use svc_room::server_api::{ServerApi, ServerApiError};
+    let started = support::start_room(KEY, SECRET, Duration::from_secs(300)).await;
+    let api = ServerApi::new(&started.url(), svc_room::RoomCredentials::new(KEY, SECRET)).expect("the room URL");
+    let request = svc_room::proto::CreateRoomRequest {
+        name: "api-room".to_owned(),
+        empty_timeout: 60,
+        metadata: "from svc".to_owned(),
+        ..Default::default()
+    };
+    let created = api.create_room(request).await.expect("created");
+    assert!(created.sid.starts_with("RM_") && created.metadata == "from svc", "{created:?}");
+    let listed = api.list_rooms(vec!["api-room".to_owned()]).await.expect("listed");
+    assert_eq!(listed.iter().map(|room| room.name.as_str()).collect::<Vec<_>>(), ["api-room"]);
+
+    let _agent = support::join_local(&started.room, "api-room", "agent-1").await;
+    api.remove_participant("api-room", "agent-1").await.expect("removed");
+    let missing = api.remove_participant("api-room", "nobody").await.expect_err("no such participant");
+    assert_eq!(missing.code(), Some("not_found"), "{missing}");
+
+    api.delete_room("api-room").await.expect("deleted");
+    assert!(started.room.describe_room("api-room").await.is_none(), "the room closed");
+
+    // Another key's signature is refused, as LiveKit refuses it.
+    let stranger =
+        ServerApi::new(&started.url(), svc_room::RoomCredentials::new(KEY, "another-secret-0123456789abcdef"))
+            .expect("the room URL");
+    let refused = stranger.list_rooms(Vec::new()).await.expect_err("a bad signature");
+    assert_eq!(refused.code(), Some("unauthenticated"), "{refused}");
+    // Nothing listening: unreachable, not a hang.
+    let nowhere = ServerApi::new("ws://127.0.0.1:9/room", svc_room::RoomCredentials::new(KEY, SECRET)).expect("url");
+    assert!(matches!(nowhere.list_rooms(Vec::new()).await, Err(ServerApiError::Unreachable(_))));
+}

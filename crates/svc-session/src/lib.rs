@@ -14,6 +14,7 @@
 
 pub mod actor;
 pub mod core;
+pub mod external_room;
 pub mod input;
 pub mod media;
 pub mod persist;

@@ -26,7 +26,7 @@ pub const TOOL_RESULT_METHOD: &str = "svc.tool_result";
 const AGENT_TRACK_NAME: &str = "agent-voice";
 /// Failures of commands handed over without waiting, kept for `next_event`; more are only
 /// logged (each was logged anyway).
-const FAILURE_QUEUE: usize = 64;
+pub(crate) const FAILURE_QUEUE: usize = 64;
 
 /// A participant as the agent needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 
 use crate::{BackendRequest, Method, ToolError};
 
@@ -44,17 +43,12 @@ async fn exchange(request: BackendRequest) -> Result<Vec<u8>, ToolError> {
         driver.abort();
         return Err(ToolError::Upstream { status });
     }
-    let mut body = response.into_body();
-    let mut buffer = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|error| ToolError::BadResponse(format!("the body broke off: {error}")))?;
-        let Ok(data) = frame.into_data() else { continue };
-        if buffer.len() + data.len() > MAX_BODY_BYTES {
-            driver.abort();
-            return Err(ToolError::BadResponse(format!("the body is larger than {MAX_BODY_BYTES} bytes")));
-        }
-        buffer.extend_from_slice(&data);
-    }
+    let body = svc_http::read_body(response.into_body(), MAX_BODY_BYTES).await;
     driver.abort();
-    Ok(buffer)
+    body.map_err(|error| match error {
+        svc_http::BodyError::Broken(error) => ToolError::BadResponse(format!("the body broke off: {error}")),
+        svc_http::BodyError::TooLarge(limit) => {
+            ToolError::BadResponse(format!("the body is larger than {limit} bytes"))
+        }
+    })
 }

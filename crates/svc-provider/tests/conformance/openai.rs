@@ -509,7 +509,10 @@ pub(crate) async fn server_close(family: &str, setup: SessionSetup) {
 
 /// The values of the frames a connection got, from the fake's runs of one value.
 fn frames_received(report: &Value) -> Vec<i64> {
-    report["facts"]["input_runs"].as_array().map(|runs| runs.iter().filter_map(Value::as_i64).collect()).unwrap_or_default()
+    report["facts"]["input_runs"]
+        .as_array()
+        .map(|runs| runs.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default()
 }
 
 /// The connection fails mid-speech with no close frame (`drop_mid_speech`): every frame of the

@@ -19,6 +19,7 @@ use str0m::{Candidate, Event, IceConnectionState, Input, Rtc, RtcError};
 use crate::rtc::{self, Dirty, DrainRtc, PeerConnection};
 
 use super::handle::{ClientAudioFrame, ClientData, ClientError, ClientEvent, ClientStats, JoinInfo};
+use crate::RpcError;
 
 /// Largest data packet we send (the room forwards up to 64 KiB).
 pub(crate) const MAX_DATA_PAYLOAD: usize = 60_000;
@@ -40,6 +41,12 @@ pub(crate) struct DataRequest {
     pub(crate) topic: Option<String>,
     pub(crate) reliable: bool,
     pub(crate) destinations: Vec<String>,
+}
+
+impl DataRequest {
+    pub(crate) fn new(payload: Vec<u8>, topic: Option<&str>, reliable: bool, destinations: &[String]) -> DataRequest {
+        DataRequest { payload, topic: topic.map(str::to_owned), reliable, destinations: destinations.to_vec() }
+    }
 }
 
 /// What the IO shell must do.
@@ -91,6 +98,11 @@ pub(crate) struct ClientCore {
     track: Option<OwnTrack>,
     /// Reliable data sequence (the server drops `sequence <= last` per sender).
     data_sequence: u32,
+    /// RPC methods this client answers; requests for others are refused at once, as LiveKit's
+    /// SDKs refuse a method nobody registered.
+    rpc_methods: Vec<String>,
+    /// Ids of our attribute updates (the server answers a refusal with a `RequestResponse`).
+    metadata_requests: u32,
 
     subscriber_reliable: Option<ChannelId>,
     subscriber_lossy: Option<ChannelId>,
@@ -117,6 +129,7 @@ impl ClientCore {
         join: proto::JoinResponse,
         publisher_addr: SocketAddr,
         subscriber_addr: SocketAddr,
+        rpc_methods: Vec<String>,
     ) -> Result<(ClientCore, JoinInfo), ClientError> {
         let room = join.room.ok_or_else(|| ClientError::Protocol("join response without a room".to_owned()))?;
         let me = join
@@ -152,6 +165,8 @@ impl ClientCore {
             publisher_lossy_open: false,
             track: None,
             data_sequence: 0,
+            rpc_methods,
+            metadata_requests: 0,
             subscriber_reliable: None,
             subscriber_lossy: None,
             downstream: HashMap::new(),
@@ -258,8 +273,15 @@ impl ClientCore {
             }
             M::RefreshToken(token) => self.refresh_token = Some(token),
             M::Join(_) => tracing::debug!("second join response ignored"),
-            // Pong, room and speaker updates, quality, stream state, request responses: nothing
-            // an audio client acts on.
+            M::RequestResponse(response) if response.reason != proto::request_response::Reason::Ok as i32 => {
+                let reason = proto::request_response::Reason::try_from(response.reason)
+                    .map_or_else(|_| response.reason.to_string(), |reason| reason.as_str_name().to_owned());
+                let error = ClientError::Rejected(format!("{reason}: {}", response.message));
+                self.outputs
+                    .push_back(ClientOutput::Event(ClientEvent::CommandFailed { command: "set_attributes", error }));
+            }
+            // Pong, room and speaker updates, quality, stream state, accepted requests: nothing
+            // an audio client acts on (attribute updates are the only requests it sends).
             _ => {}
         }
         self.flush(now);
@@ -469,13 +491,52 @@ impl ClientCore {
         if request.payload.len() > MAX_DATA_PAYLOAD {
             return Err(ClientError::PacketTooLarge(request.payload.len()));
         }
-        let (channel, open) = if request.reliable {
+        // The old field still carries the destinations for servers that read it there.
+        #[allow(deprecated)]
+        let value = proto::data_packet::Value::User(proto::UserPacket {
+            payload: request.payload,
+            topic: request.topic,
+            destination_identities: request.destinations.clone(),
+            ..Default::default()
+        });
+        self.send_packet(now, request.reliable, request.destinations, value)
+    }
+
+    /// Merges `attributes` into ours (an empty value deletes a key): `UpdateParticipantMetadata`,
+    /// which the server answers only to refuse ([`ClientEvent::CommandFailed`]).
+    pub(crate) fn set_attributes(&mut self, now: Instant, attributes: HashMap<String, String>) {
+        self.metadata_requests += 1;
+        let update =
+            proto::UpdateParticipantMetadata { attributes, request_id: self.metadata_requests, ..Default::default() };
+        self.outputs.push_back(ClientOutput::Signal(proto::signal_request::Message::UpdateMetadata(update)));
+        self.flush(now);
+    }
+
+    /// Answers the RPC request `request_id` of `caller` ([`ClientEvent::RpcRequest`]).
+    pub(crate) fn respond_rpc(
+        &mut self,
+        now: Instant,
+        caller: String,
+        request_id: String,
+        result: Result<String, RpcError>,
+    ) -> Result<(), ClientError> {
+        self.send_packet(now, true, vec![caller], crate::rpc::response(request_id, result))
+    }
+
+    fn send_packet(
+        &mut self,
+        now: Instant,
+        reliable: bool,
+        destinations: Vec<String>,
+        value: proto::data_packet::Value,
+    ) -> Result<(), ClientError> {
+        let (channel, open) = if reliable {
             (self.publisher_reliable, self.publisher_reliable_open)
         } else {
             (self.publisher_lossy, self.publisher_lossy_open)
         };
         let Some(id) = channel.filter(|_| open) else { return Err(ClientError::ChannelNotOpen) };
-        let sequence = if request.reliable {
+        let sequence = if reliable {
             self.data_sequence += 1;
             self.data_sequence
         } else {
@@ -483,19 +544,13 @@ impl ClientCore {
         };
         #[allow(deprecated)]
         let packet = proto::DataPacket {
-            kind: if request.reliable { proto::data_packet::Kind::Reliable } else { proto::data_packet::Kind::Lossy }
-                as i32,
+            kind: if reliable { proto::data_packet::Kind::Reliable } else { proto::data_packet::Kind::Lossy } as i32,
             // The server fills in the sender; it never trusts these.
             participant_identity: self.identity.clone(),
-            destination_identities: request.destinations.clone(),
+            destination_identities: destinations,
             sequence,
             participant_sid: String::new(),
-            value: Some(proto::data_packet::Value::User(proto::UserPacket {
-                payload: request.payload,
-                topic: request.topic,
-                destination_identities: request.destinations,
-                ..Default::default()
-            })),
+            value: Some(value),
         };
         let bytes = packet.encode_to_vec();
         let written = match self.publisher.rtc.channel(id) {
@@ -609,7 +664,7 @@ impl ClientCore {
                     Role::Subscriber if Some(data.id) == self.subscriber_lossy => false,
                     _ => return,
                 };
-                self.handle_packet(reliable, &data.data);
+                self.handle_packet(now, reliable, &data.data);
             }
             Event::MediaAdded(added) if role == Role::Subscriber && added.kind == MediaKind::Audio => {
                 self.subscribe(added.mid);
@@ -668,13 +723,17 @@ impl ClientCore {
         }));
     }
 
-    fn handle_packet(&mut self, reliable: bool, bytes: &[u8]) {
+    fn handle_packet(&mut self, now: Instant, reliable: bool, bytes: &[u8]) {
         let Ok(packet) = proto::DataPacket::decode(bytes) else {
             tracing::debug!("undecodable data packet ignored");
             return;
         };
         self.stats.data_packets_received += 1;
         let event = match packet.value {
+            Some(proto::data_packet::Value::RpcRequest(request)) => {
+                self.answer_rpc_request(now, packet.participant_identity, request);
+                return;
+            }
             Some(proto::data_packet::Value::User(user)) => ClientEvent::Data(ClientData {
                 from_identity: packet.participant_identity,
                 from_sid: packet.participant_sid,
@@ -685,6 +744,25 @@ impl ClientCore {
             _ => ClientEvent::Packet(packet),
         };
         self.outputs.push_back(ClientOutput::Event(event));
+    }
+
+    /// An RPC request, handled as LiveKit's SDKs do: acknowledged at once, then handed to the
+    /// application if it answers the method, else refused (unsupported method, version or size).
+    fn answer_rpc_request(&mut self, now: Instant, caller: String, request: proto::RpcRequest) {
+        if let Err(error) = self.send_packet(now, true, vec![caller.clone()], crate::rpc::ack(request.id.clone())) {
+            tracing::debug!(%error, "rpc acknowledgement not sent; the caller's timeout answers it");
+        }
+        let methods = &self.rpc_methods;
+        match crate::rpc::admit_request(request, caller.clone(), |method| methods.iter().any(|m| m == method)) {
+            Ok(invocation) => self.outputs.push_back(ClientOutput::Event(ClientEvent::RpcRequest(invocation))),
+            Err((request_id, error)) => {
+                if let Err(error) =
+                    self.send_packet(now, true, vec![caller], crate::rpc::response(request_id, Err(error)))
+                {
+                    tracing::debug!(%error, "rpc refusal not sent; the caller's timeout answers it");
+                }
+            }
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! becomes a [`Command`] on a bounded channel to the IO shell ([`super::shell`]), which owns the
 //! protocol state; nothing here touches a socket or the core.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use livekit_protocol as proto;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{DataRequest, MAX_DATA_PAYLOAD};
+use crate::{RpcError, RpcInvocation};
 /// How [`RoomClient::connect`] connects.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -27,6 +29,12 @@ pub struct ClientOptions {
     /// [`ClientStats::audio_frames_dropped`]), other events too (counted in
     /// [`ClientStats::events_dropped`]): the IO task never waits for the application.
     pub event_queue: usize,
+    /// RPC methods the application answers ([`ClientEvent::RpcRequest`]); every request is
+    /// acknowledged, and one for another method refused, as LiveKit's SDKs do.
+    pub rpc_methods: Vec<String>,
+    /// What a `wss://` server's certificate is verified with; `None`: the webpki roots
+    /// (`svc_http::tls_config`), as for every other outbound connection of svc's.
+    pub tls: Option<std::sync::Arc<svc_http::TlsClientConfig>>,
 }
 
 impl Default for ClientOptions {
@@ -37,6 +45,8 @@ impl Default for ClientOptions {
             udp_ip: None,
             auto_subscribe: true,
             event_queue: 4096,
+            rpc_methods: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -44,8 +54,8 @@ impl Default for ClientOptions {
 /// Why a client operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
-    /// The URL is not a `ws://` URL with a host.
-    #[error("invalid room URL {0:?}: expected ws://host[:port][/path]")]
+    /// The URL is not a `ws://` or `wss://` URL with a host.
+    #[error("invalid room URL {0:?}: expected ws://host[:port][/path] or wss://…")]
     Url(String),
     /// The WebSocket could not be opened (refused, HTTP error such as 401, …).
     #[error("signal connection failed: {0}")]
@@ -86,6 +96,9 @@ pub enum ClientError {
     /// The SCTP send buffer is full; the packet was not sent.
     #[error("data channel buffer full")]
     BufferFull,
+    /// The server refused a request (`RequestResponse`: not allowed, over a limit, …).
+    #[error("the server refused the request: {0}")]
+    Rejected(String),
 }
 
 /// What the join response told us.
@@ -166,7 +179,18 @@ pub enum ClientEvent {
     AudioFrame(ClientAudioFrame),
     /// A user data packet.
     Data(ClientData),
-    /// Any other data packet (RPC request/ack/response, transcription, …), as sent by the room.
+    /// An RPC request for one of [`ClientOptions::rpc_methods`], already acknowledged; answer
+    /// it with [`RoomClient::try_respond_rpc`] within its `response_timeout`.
+    RpcRequest(RpcInvocation),
+    /// Something handed over without waiting ([`RoomClient::try_send_data`],
+    /// [`RoomClient::try_set_attributes`], [`RoomClient::try_respond_rpc`]) failed.
+    CommandFailed {
+        /// What it was.
+        command: &'static str,
+        /// Why.
+        error: ClientError,
+    },
+    /// Any other data packet (RPC ack/response, transcription, …), as sent by the room.
     Packet(proto::DataPacket),
     /// The server told us to leave.
     Left {
@@ -208,11 +232,41 @@ pub struct ClientStats {
 
 /// Commands from the handles to the IO task.
 pub(super) enum Command {
-    PublishAudio { name: String, reply: oneshot::Sender<Result<String, ClientError>> },
-    WriteAudio { rtp_timestamp: u64, opus: Arc<[u8]> },
-    SendData { packet: DataRequest, reply: oneshot::Sender<Result<(), ClientError>> },
-    Stats { reply: oneshot::Sender<ClientStats> },
+    PublishAudio {
+        name: String,
+        reply: oneshot::Sender<Result<String, ClientError>>,
+    },
+    WriteAudio {
+        rtp_timestamp: u64,
+        opus: Arc<[u8]>,
+    },
+    SendData {
+        packet: DataRequest,
+        reply: oneshot::Sender<Result<(), ClientError>>,
+    },
+    /// Handed over without waiting; a failure comes back as [`ClientEvent::CommandFailed`].
+    Post(Post),
+    Stats {
+        reply: oneshot::Sender<ClientStats>,
+    },
     Leave,
+}
+
+/// A command nobody waits for.
+pub(super) enum Post {
+    Data(DataRequest),
+    Attributes(HashMap<String, String>),
+    RpcResponse { caller: String, request_id: String, result: Result<String, RpcError> },
+}
+
+impl Post {
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Post::Data(_) => "send_data",
+            Post::Attributes(_) => "set_attributes",
+            Post::RpcResponse { .. } => "respond_rpc",
+        }
+    }
 }
 
 /// A LiveKit client connected to one room. Dropping it leaves the room.
@@ -269,10 +323,7 @@ impl AudioSender {
     /// clock; advance it by 960 per 20 ms frame). Never waits: the caller paces the frames.
     pub fn send_opus(&self, rtp_timestamp: u64, opus: impl Into<Arc<[u8]>>) -> Result<(), ClientError> {
         let command = Command::WriteAudio { rtp_timestamp, opus: opus.into() };
-        self.commands.try_send(command).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => ClientError::QueueFull,
-            mpsc::error::TrySendError::Closed(_) => ClientError::Closed,
-        })
+        self.commands.try_send(command).map_err(queue_refusal)
     }
 }
 
@@ -325,15 +376,44 @@ impl RoomClient {
         reliable: bool,
         destinations: &[String],
     ) -> Result<(), ClientError> {
-        let packet = DataRequest {
-            payload: payload.into(),
-            topic: topic.map(str::to_owned),
-            reliable,
-            destinations: destinations.to_vec(),
-        };
+        let packet = DataRequest::new(payload.into(), topic, reliable, destinations);
         let (reply, answer) = oneshot::channel();
         self.commands.send(Command::SendData { packet, reply }).await.map_err(|_| ClientError::Closed)?;
         answer.await.map_err(|_| ClientError::Closed)?
+    }
+
+    /// [`RoomClient::send_data`] without waiting: only a full command queue or a closed client
+    /// is refused here; what fails later comes back as [`ClientEvent::CommandFailed`].
+    pub fn try_send_data(
+        &self,
+        payload: impl Into<Vec<u8>>,
+        topic: Option<&str>,
+        reliable: bool,
+        destinations: &[String],
+    ) -> Result<(), ClientError> {
+        self.post(Post::Data(DataRequest::new(payload.into(), topic, reliable, destinations)))
+    }
+
+    /// Merges `attributes` into ours (an empty value deletes a key), without waiting; a refusal
+    /// (the token does not grant `canUpdateOwnMetadata`, a limit) comes back as
+    /// [`ClientEvent::CommandFailed`].
+    pub fn try_set_attributes(&self, attributes: HashMap<String, String>) -> Result<(), ClientError> {
+        self.post(Post::Attributes(attributes))
+    }
+
+    /// Answers an RPC request ([`ClientEvent::RpcRequest`]) with a payload or an error, without
+    /// waiting; failures as for [`RoomClient::try_send_data`].
+    pub fn try_respond_rpc(
+        &self,
+        caller: &str,
+        request_id: &str,
+        result: Result<String, RpcError>,
+    ) -> Result<(), ClientError> {
+        self.post(Post::RpcResponse { caller: caller.to_owned(), request_id: request_id.to_owned(), result })
+    }
+
+    fn post(&self, post: Post) -> Result<(), ClientError> {
+        self.commands.try_send(Command::Post(post)).map_err(queue_refusal)
     }
 
     /// The next event; `None` after [`ClientEvent::Closed`].
@@ -361,6 +441,11 @@ impl RoomClient {
         answer.await.map_err(|_| ClientError::Closed)
     }
 
+    /// Asks the IO task to leave the room without waiting for it (see [`RoomClient::leave`]).
+    pub fn try_leave(&self) -> Result<(), ClientError> {
+        self.commands.try_send(Command::Leave).map_err(queue_refusal)
+    }
+
     /// Leaves the room (a leave with CLIENT_INITIATED, then the WebSocket close) and waits up
     /// to two seconds for the IO task to finish.
     pub async fn leave(mut self) {
@@ -380,5 +465,13 @@ impl Drop for RoomClient {
         // Ask the IO task to leave; should the queue be full, it leaves anyway once the last
         // handle is gone and its command channel closes.
         let _ = self.commands.try_send(Command::Leave);
+    }
+}
+
+/// Why the IO task's queue refused a command handed over without waiting.
+fn queue_refusal<T>(error: mpsc::error::TrySendError<T>) -> ClientError {
+    match error {
+        mpsc::error::TrySendError::Full(_) => ClientError::QueueFull,
+        mpsc::error::TrySendError::Closed(_) => ClientError::Closed,
     }
 }

@@ -45,8 +45,17 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Not supported (yet): TLS (`wss://`; plain `ws://` only), resume/reconnect, TURN, video,
-//! RPC helpers (RPC packets arrive as [`ClientEvent::Packet`]), and more than one audio track.
+//! RPC requests are answered as LiveKit's SDKs answer them: each is acknowledged at once, one for
+//! a method in [`ClientOptions::rpc_methods`] becomes a [`ClientEvent::RpcRequest`] to answer
+//! with [`RoomClient::try_respond_rpc`], any other is refused (unsupported method). Data,
+//! attributes and RPC answers can be handed over without waiting (`try_*`), their failures
+//! coming back as [`ClientEvent::CommandFailed`]: what an agent needs (`svc-session`'s
+//! `ExternalRoom`).
+//!
+//! `wss://` URLs are verified with the webpki roots (or [`ClientOptions::tls`]).
+//!
+//! Not supported (yet): resume/reconnect, TURN, video, RPC calls of our own, and more than one
+//! audio track.
 
 pub(crate) mod core;
 mod handle;

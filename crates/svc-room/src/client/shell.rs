@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::core::{ClientCore, ClientOutput, Role, disconnect_reason};
-use super::handle::{ClientError, ClientEvent, ClientOptions, Command, RoomClient};
+use super::handle::{ClientError, ClientEvent, ClientOptions, Command, Post, RoomClient};
 use crate::wall_clock::unix_ms;
 
 type WebSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -29,9 +29,13 @@ const MAX_DATAGRAM: usize = 2048;
 /// Datagrams handled per socket wake-up before the task looks at its other inputs again.
 const RECEIVE_BATCH: usize = 32;
 
-/// The `/rtc` URL for a LiveKit URL: the path gets `rtc` appended (`ws://h/room` → `ws://h/room/rtc`).
+/// The `/rtc` URL for a LiveKit URL: the path gets `rtc` appended (`ws://h/room` → `ws://h/room/rtc`,
+/// `wss://` kept).
 fn signal_url(url: &str, token: &str, auto_subscribe: bool) -> Result<(String, String), ClientError> {
-    let rest = url.strip_prefix("ws://").ok_or_else(|| ClientError::Url(url.to_owned()))?;
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme @ ("ws" | "wss"), rest)) => (scheme, rest),
+        _ => return Err(ClientError::Url(url.to_owned())),
+    };
     let (authority, path) = rest.split_once('/').map_or((rest, ""), |(authority, path)| (authority, path));
     if authority.is_empty() {
         return Err(ClientError::Url(url.to_owned()));
@@ -44,7 +48,7 @@ fn signal_url(url: &str, token: &str, auto_subscribe: bool) -> Result<(String, S
         u8::from(auto_subscribe),
         env!("CARGO_PKG_VERSION"),
     );
-    Ok((format!("ws://{authority}{prefix}/rtc?{query}"), authority.to_owned()))
+    Ok((format!("{scheme}://{authority}{prefix}/rtc?{query}"), authority.to_owned()))
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters (JWTs only need `.`, `-`, `_`).
@@ -94,10 +98,14 @@ pub(super) async fn connect(url: &str, token: &str, options: ClientOptions) -> R
     let local = |socket: &UdpSocket| socket.local_addr().map_err(|error| ClientError::Io(error.to_string()));
     let (publisher_addr, subscriber_addr) = (local(&publisher_socket)?, local(&subscriber_socket)?);
 
-    // Nagle off: signalling is small request/response messages.
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(signal_url.as_str(), None, true)
-        .await
-        .map_err(|error| ClientError::Connect(error.to_string()))?;
+    // Nagle off: signalling is small request/response messages. `wss://` verifies the server
+    // with `options.tls` (the webpki roots unless the caller trusts others).
+    let tls = options.tls.clone().unwrap_or_else(svc_http::tls_config);
+    let connector = tokio_tungstenite::Connector::Rustls(tls);
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async_tls_with_config(signal_url.as_str(), None, true, Some(connector))
+            .await
+            .map_err(|error| ClientError::Connect(error.to_string()))?;
     let join = match read_signal(&mut ws).await? {
         proto::signal_response::Message::Join(join) => join,
         proto::signal_response::Message::Leave(leave) => {
@@ -111,7 +119,7 @@ pub(super) async fn connect(url: &str, token: &str, options: ClientOptions) -> R
         }
     };
     let now = Instant::now();
-    let (core, info) = ClientCore::new(now, join, publisher_addr, subscriber_addr)?;
+    let (core, info) = ClientCore::new(now, join, publisher_addr, subscriber_addr, options.rpc_methods)?;
     let (commands, command_queue) = mpsc::channel(COMMAND_QUEUE);
     let (events_in, events) = mpsc::channel(options.event_queue.max(16));
     let (ready, is_ready) = oneshot::channel();
@@ -291,6 +299,24 @@ impl Shell {
                 // The caller gave up waiting; nothing to tell it.
                 let _ = reply.send(self.core.send_data(now, packet));
             }
+            Command::Post(post) => {
+                let command = post.name();
+                let outcome = match post {
+                    Post::Data(packet) => self.core.send_data(now, packet),
+                    Post::Attributes(attributes) => {
+                        self.core.set_attributes(now, attributes);
+                        Ok(())
+                    }
+                    Post::RpcResponse { caller, request_id, result } => {
+                        self.core.respond_rpc(now, caller, request_id, result)
+                    }
+                };
+                if let Err(error) = outcome
+                    && self.events.try_send(ClientEvent::CommandFailed { command, error }).is_err()
+                {
+                    self.core.stats.events_dropped += 1;
+                }
+            }
             Command::Stats { reply } => {
                 // The caller gave up waiting; nothing to tell it.
                 let _ = reply.send(self.core.stats);
@@ -398,8 +424,10 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_websocket_urls_with_a_host_are_accepted() {
-        assert!(matches!(signal_url("wss://host/room", "t", true), Err(ClientError::Url(_))));
+    fn only_websocket_urls_with_a_host_are_accepted() {
+        let (url, authority) = signal_url("wss://x.livekit.cloud", "t", true).expect("valid url");
+        assert!(url.starts_with("wss://x.livekit.cloud/rtc?access_token=t"), "{url}");
+        assert_eq!(authority, "x.livekit.cloud");
         assert!(matches!(signal_url("http://host/room", "t", true), Err(ClientError::Url(_))));
         assert!(matches!(signal_url("ws:///room", "t", true), Err(ClientError::Url(_))));
     }

@@ -560,9 +560,14 @@ impl Sim {
                     Some(core) => core.handle_signal(now, now_ms, message),
                     None => match message {
                         proto::signal_response::Message::Join(join) => {
-                            let (core, info) =
-                                ClientCore::new(now, join, client.publisher_address, client.subscriber_address)
-                                    .expect("a valid join response");
+                            let (core, info) = ClientCore::new(
+                                now,
+                                join,
+                                client.publisher_address,
+                                client.subscriber_address,
+                                Vec::new(),
+                            )
+                            .expect("a valid join response");
                             client.core = Some(core);
                             client.info = Some(info);
                         }
