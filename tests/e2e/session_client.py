@@ -119,6 +119,8 @@ class Client:
         # come with the join), so readiness is measured from the start of the join.
         self.observations["join_started_at"] = self.now()
         url = response["livekit_url"]
+        self.observations["livekit_url"] = url
+        self.observations["room_name"] = response["room_name"]
         if self.args.signal_via:
             # The same room through another address (a test's proxy in front of svc).
             url = urllib.parse.urlsplit(url)._replace(netloc=self.args.signal_via).geturl()

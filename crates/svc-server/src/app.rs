@@ -28,6 +28,9 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Media-room token signing.
     pub room: svc_room::RoomCredentials,
+    /// The LiveKit server that holds the sessions' rooms (`--livekit-url`), when not the
+    /// embedded room.
+    pub livekit: Option<svc_session::external_room::ExternalRooms>,
     /// Server tools this deployment runs.
     pub server_tools: svc_domain::tools::ServerToolAvailability,
     /// Where started sessions go.
@@ -68,6 +71,7 @@ impl AppState {
                 .context("loading the JWT signing key")?,
         };
         let room = Self::room_credentials(&config, &store).await?;
+        let livekit = config.livekit.as_ref().map(external_rooms).transpose()?;
         let server_tools = svc_domain::tools::ServerToolAvailability::new(
             config.server_tools.iter().filter_map(|kind| svc_domain::tools::ServerTool::from_wire(kind)),
         );
@@ -77,6 +81,7 @@ impl AppState {
             config,
             metrics: Metrics::new(),
             room,
+            livekit,
             server_tools,
             dispatcher,
             dev_credential: std::sync::OnceLock::new(),
@@ -84,7 +89,23 @@ impl AppState {
     }
 }
 
+/// The sessions' rooms on `server` (the agents join them as its clients).
+pub fn external_rooms(
+    server: &crate::config::LiveKitServer,
+) -> anyhow::Result<svc_session::external_room::ExternalRooms> {
+    let credentials = svc_room::RoomCredentials::new(server.api_key.clone(), server.api_secret.as_bytes());
+    svc_session::external_room::ExternalRooms::new(server.url.as_str(), credentials).context("--livekit-url")
+}
+
 impl AppState {
+    /// Where a session's room is: the URL clients join and the key their tokens are signed with
+    /// (the LiveKit server's with `--livekit-url`, else the embedded room's).
+    pub fn session_room(&self) -> (&str, &svc_room::RoomCredentials) {
+        match &self.livekit {
+            Some(external) => (external.url(), external.credentials()),
+            None => (self.config.room.url.as_str(), &self.room),
+        }
+    }
     /// The media room's token key: configured, or generated on first start and kept in the
     /// database (so every node of a deployment signs room tokens alike).
     pub async fn room_credentials(config: &Config, store: &Store) -> anyhow::Result<svc_room::RoomCredentials> {

@@ -673,9 +673,10 @@ fn room(app: &crate::App, command: RoomCommand, json: bool) -> anyhow::Result<()
                 bail!("--room and --identity must not be empty");
             }
             let expires_at = now_us() / 1_000_000 + ttl;
-            let token = app.room.participant_token(&room, &identity, name.as_deref(), expires_at)?;
+            let (url, credentials) = app.session_room();
+            let token = credentials.participant_token(&room, &identity, name.as_deref(), expires_at)?;
             if json {
-                print_json(&json!({"url": app.config.room.url.as_str(), "token": token}));
+                print_json(&json!({"url": url, "token": token}));
             } else {
                 println!("{token}");
             }

@@ -67,6 +67,17 @@ pub struct ConfigArgs {
     /// first start and kept in the database.
     #[arg(long, global = true, env = "SVC_ROOM_API_SECRET", value_name = "SECRET", hide_env_values = true)]
     pub room_api_secret: Option<String>,
+    /// A LiveKit server (LiveKit Cloud, a self-hosted cluster) that holds the sessions' rooms
+    /// instead of the embedded room: the URL clients join (`wss://…`). Needs --livekit-api-key
+    /// and --livekit-api-secret [default: none, the embedded room].
+    #[arg(long, global = true, env = "SVC_LIVEKIT_URL", value_name = "URL")]
+    pub livekit_url: Option<String>,
+    /// API key of --livekit-url's server (rooms are created and tokens signed with it).
+    #[arg(long, global = true, env = "SVC_LIVEKIT_API_KEY", value_name = "KEY")]
+    pub livekit_api_key: Option<String>,
+    /// Secret of --livekit-api-key.
+    #[arg(long, global = true, env = "SVC_LIVEKIT_API_SECRET", value_name = "SECRET", hide_env_values = true)]
+    pub livekit_api_secret: Option<String>,
     /// UDP port of the embedded media room (all WebRTC traffic) [default: 7882; 0 = any free port].
     #[arg(long, global = true, env = "SVC_ROOM_UDP_PORT", value_name = "PORT")]
     pub room_udp_port: Option<u16>,
@@ -304,6 +315,8 @@ pub struct Config {
     pub provider_keys: ProviderKeys,
     /// Media room settings.
     pub room: RoomConfig,
+    /// The LiveKit server that holds the sessions' rooms, when not the embedded room.
+    pub livekit: Option<LiveKitServer>,
     /// Server cap on session length; `None` means no cap.
     pub max_session_seconds: Option<u32>,
     /// The model catalog.
@@ -342,6 +355,57 @@ pub struct RoomConfig {
     pub public_ips: Vec<(std::net::IpAddr, std::net::IpAddr)>,
     /// Where the embedded room sends its webhook events.
     pub webhook_urls: Vec<Url>,
+}
+
+/// A LiveKit server svc runs its sessions' rooms on (`--livekit-url` and its key).
+#[derive(Clone, PartialEq, Eq)]
+pub struct LiveKitServer {
+    /// The URL clients and the agents join.
+    pub url: Url,
+    /// API key.
+    pub api_key: String,
+    /// Its secret.
+    pub api_secret: String,
+}
+
+impl std::fmt::Debug for LiveKitServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveKitServer")
+            .field("url", &self.url.as_str())
+            .field("api_key", &self.api_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveKitServer {
+    /// The three settings together, or none of them.
+    fn resolve(
+        url: Option<String>,
+        api_key: Option<String>,
+        api_secret: Option<String>,
+    ) -> Result<Option<LiveKitServer>, ConfigError> {
+        let (url, api_key, api_secret) = match (url, api_key, api_secret) {
+            (None, None, None) => return Ok(None),
+            (Some(url), Some(key), Some(secret)) => (url, key, secret),
+            _ => {
+                return Err(invalid(
+                    "--livekit-url",
+                    "--livekit-url, --livekit-api-key and --livekit-api-secret go together",
+                ));
+            }
+        };
+        let parsed = Url::parse(&url).map_err(|error| invalid("--livekit-url", format!("`{url}`: {error}")))?;
+        if !matches!(parsed.scheme(), "ws" | "wss" | "http" | "https") || parsed.host_str().is_none() {
+            return Err(invalid("--livekit-url", "a ws://, wss://, http:// or https:// URL with a host"));
+        }
+        if api_key.is_empty() || api_key.chars().any(char::is_whitespace) {
+            return Err(invalid("--livekit-api-key", "the key must be non-empty and without spaces"));
+        }
+        if api_secret.is_empty() {
+            return Err(invalid("--livekit-api-secret", "the secret must be non-empty"));
+        }
+        Ok(Some(LiveKitServer { url: parsed, api_key, api_secret }))
+    }
 }
 
 /// LiveKit's default single-port UDP.
@@ -433,6 +497,9 @@ impl ConfigArgs {
             room_api_key: self.room_api_key.clone().or(file.room_api_key),
             room_api_secret: self.room_api_secret.clone().or(file.room_api_secret),
             room_udp_port: self.room_udp_port.or(file.room_udp_port),
+            livekit_url: self.livekit_url.clone().or(file.livekit_url),
+            livekit_api_key: self.livekit_api_key.clone().or(file.livekit_api_key),
+            livekit_api_secret: self.livekit_api_secret.clone().or(file.livekit_api_secret),
             room_node_ip: self.room_node_ip.clone().or(file.room_node_ip),
             room_webhook_urls: self.room_webhook_urls.clone().or(file.room_webhook_urls),
             max_session_seconds: self.max_session_seconds.clone().or(file.max_session_seconds),
@@ -517,6 +584,7 @@ impl ConfigArgs {
         if self.room_api_secret.as_ref().is_some_and(|secret| secret.len() < 32) {
             return Err(invalid("--room-api-secret", "the secret must be at least 32 bytes"));
         }
+        let livekit = LiveKitServer::resolve(self.livekit_url, self.livekit_api_key, self.livekit_api_secret)?;
         let (mut room_node_ips, mut room_public_ips) = (Vec::new(), Vec::new());
         for entry in self.room_node_ip.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (bound, public) = match entry.split_once('=') {
@@ -597,6 +665,7 @@ impl ConfigArgs {
         )?;
         Ok(Config {
             phone,
+            livekit,
             local: svc_local::LocalEngines::new(local),
             room: RoomConfig {
                 url: room_url,
@@ -712,6 +781,7 @@ impl Config {
                 threads: 0,
             }),
             phone: None,
+            livekit: None,
         }
     }
 }

@@ -179,6 +179,8 @@ impl SessionDispatcher for RuntimeDispatcher {
                 svc_session::DialError::NoTrunk => DialRefusal::NoTrunk,
                 svc_session::DialError::NotRunning => DialRefusal::NotRunning,
                 svc_session::DialError::Phone(error) => DialRefusal::Failed(error.to_string()),
+                // Not yet: to the caller, as a server without dial-out (403 `phone_calls_disabled`).
+                svc_session::DialError::ExternalRoom => DialRefusal::NoTrunk,
             })
         })
     }

@@ -43,6 +43,9 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let room = svc_room::RoomServer::start(room_config, room_credentials).await.context("starting the media room")?;
     let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
     tracing::info!(room_udp = %room_udp.join(","), room_url = %config.room.url, "media room is serving");
+    if let Some(livekit) = &config.livekit {
+        tracing::info!(livekit_url = %livekit.url, "sessions' rooms are on this LiveKit server; the agents join it as clients");
+    }
     let provider_env = svc_provider::endpoint::ProviderEnv::from_env().context("reading provider settings")?;
     // Phone dial-out: the SIP user agent and its calls stop after the sessions have ended (their
     // rooms closing hangs each call up first).
@@ -72,6 +75,7 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
         timing: svc_session::core::Timing::default(),
         phone: phone.clone(),
         tool_backends: config.tool_backends.clone(),
+        external_rooms: config.livekit.as_ref().map(crate::app::external_rooms).transpose()?,
     });
     let dispatcher = std::sync::Arc::new(crate::dispatch::RuntimeDispatcher(runtime.clone()));
     let app = AppState::with_dispatcher(config, store, dispatcher).await?;

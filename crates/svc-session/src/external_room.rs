@@ -7,16 +7,18 @@
 //! and RPC answers are handed to the client's IO task, whose failures come back as
 //! [`AgentRoomEvent::CommandFailed`]; `svc.tool_result` is the one RPC method answered (every
 //! request acknowledged, others refused, as LiveKit's SDKs do); the agent's frames take RTP time
-//! from their place on the media clock.
+//! from their place on the media clock. Closing leaves the room and deletes it on the server
+//! ([`ExternalRooms`] keeps the server's API), as closing the embedded room ends it for everyone.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use svc_room::client::{AudioSender, ClientError, ClientEvent, ClientEvents, ClientOptions, RoomClient};
-use svc_room::{OutboundMedia, RoomError, RpcError, proto};
+use svc_room::server_api::{ServerApi, ServerApiError};
+use svc_room::{OutboundMedia, RoomCredentials, RoomError, RpcError, proto};
 
 use crate::room::{
     AgentRoom, AgentRoomEvent, CloseReason, FAILURE_QUEUE, PeerAudio, PeerSnapshot, TOOL_RESULT_METHOD, ToolResultCall,
@@ -26,6 +28,75 @@ use crate::room::{
 const AGENT_TRACK_NAME: &str = "agent-voice";
 /// Samples per second of the RTP clock of Opus.
 const RTP_RATE_HZ: u128 = 48_000;
+/// Lifetime of the agent's join token: the join, and the reconnects of a long session.
+const AGENT_TOKEN_SECONDS: i64 = 24 * 3600;
+
+/// A LiveKit server svc's agents join as clients: its URL, its API key and secret (the agents'
+/// tokens are signed with them) and its server API.
+#[derive(Clone)]
+pub struct ExternalRooms {
+    url: String,
+    credentials: RoomCredentials,
+    api: ServerApi,
+}
+
+impl std::fmt::Debug for ExternalRooms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExternalRooms").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+impl ExternalRooms {
+    /// The LiveKit server at `url` (`ws://` or `wss://`, what clients join) with its API key
+    /// and secret.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerApiError::Url`] for a URL that is not a LiveKit URL.
+    pub fn new(url: &str, credentials: RoomCredentials) -> Result<ExternalRooms, ServerApiError> {
+        let api = ServerApi::new(url, credentials.clone())?;
+        Ok(ExternalRooms { url: url.to_owned(), credentials, api })
+    }
+
+    /// The URL clients join.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The server's API key and secret.
+    pub fn credentials(&self) -> &RoomCredentials {
+        &self.credentials
+    }
+
+    /// The server's API.
+    pub fn api(&self) -> &ServerApi {
+        &self.api
+    }
+
+    /// Joins `room` as the agent `identity` (kind `agent`, with `attributes`) and publishes its
+    /// voice; closing the returned room deletes it on the server.
+    ///
+    /// # Errors
+    ///
+    /// [`RoomError::Client`] when the join fails; [`RoomError::Local`] never.
+    pub async fn join(
+        &self,
+        room: &str,
+        identity: &str,
+        name: &str,
+        attributes: BTreeMap<String, String>,
+    ) -> Result<ExternalRoom, RoomError> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
+        let expires_at = i64::try_from(now).unwrap_or(0) + AGENT_TOKEN_SECONDS;
+        let token = self
+            .credentials
+            .agent_token(room, identity, Some(name), attributes, expires_at)
+            .map_err(|error| RoomError::Client(ClientError::Connect(format!("signing the agent's token: {error}"))))?;
+        let mut joined = ExternalRoom::join(&self.url, &token, BTreeMap::new()).await?;
+        joined.deleted_on_close = Some((self.api.clone(), room.to_owned()));
+        Ok(joined)
+    }
+}
 
 /// The agent in a room on another LiveKit server.
 pub struct ExternalRoom {
@@ -36,6 +107,8 @@ pub struct ExternalRoom {
     rtp_origin: OnceLock<Instant>,
     /// The agent's frames the client could not take.
     frames_dropped: AtomicU64,
+    /// The room to delete on its server when the agent closes it.
+    deleted_on_close: Option<(ServerApi, String)>,
     /// Events for `next_event` before the client's: who was in the room at the join (the
     /// embedded room reports them as joining), then refusals at the hand-over (bounded as the
     /// embedded room's).
@@ -71,6 +144,7 @@ impl ExternalRoom {
             audio,
             rtp_origin: OnceLock::new(),
             frames_dropped: AtomicU64::new(0),
+            deleted_on_close: None,
             pending: VecDeque::new(),
         };
         let present: Vec<AgentRoomEvent> = room
@@ -194,11 +268,18 @@ impl AgentRoom for ExternalRoom {
         OutboundMedia { dropped: self.frames_dropped.load(Ordering::Relaxed), late: 0 }
     }
 
-    /// Leaves the room. Ending the room itself for everyone is the server's business
-    /// (`DeleteRoom` on its API), which the runtime asks for beside this.
+    /// Leaves the room, then, when joined through [`ExternalRooms`], deletes it on the server
+    /// (everyone else leaves too, as from a closed embedded room).
     async fn close(&self, _reason: CloseReason) {
         if let Err(error) = self.client.try_leave() {
             tracing::debug!(%error, "leave not queued; the client leaves when it is dropped");
+        }
+        let Some((api, room)) = &self.deleted_on_close else { return };
+        match api.delete_room(room).await {
+            Ok(()) => {}
+            // Emptied and closed already (the last participant left first).
+            Err(error) if error.code() == Some("not_found") => {}
+            Err(error) => tracing::warn!(%room, %error, "the room could not be deleted on its server"),
         }
     }
 }

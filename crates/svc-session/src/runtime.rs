@@ -19,11 +19,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::actor::{Recording, SessionActor, SessionCommand};
 use crate::core::{AGENT_STATE_ATTRIBUTE, CoreConfig, SessionCore, Timing};
+use crate::external_room::ExternalRooms;
 use crate::input::InputAudio;
 use crate::media::{MediaCounts, MediaTotals};
 use crate::persist::Persister;
 use crate::recording::{RecordingFile, StereoAligner};
-use crate::room::EmbeddedRoom;
+use crate::room::{AgentRoom, EmbeddedRoom};
 
 /// A resumption handle younger than this resumes natively (Gemini keeps handles for two hours);
 /// an older one is not tried, and the new session is seeded with the transcript instead.
@@ -57,6 +58,18 @@ pub struct RuntimeConfig {
     pub phone: Option<svc_phone::PhoneService>,
     /// The backends of the server tools that need one (`web_search`, the vision tools).
     pub tool_backends: Arc<svc_tools::ToolBackends>,
+    /// Where sessions' rooms are: `None`, the embedded room; `Some`, a LiveKit server the
+    /// agents join as clients (the room named in each [`SessionRequest`] is open there).
+    pub external_rooms: Option<ExternalRooms>,
+}
+
+/// What [`Runtime::start_session`] prepared before the agent joined the room.
+struct Start {
+    request: SessionRequest,
+    setup: SessionSetup,
+    identity: String,
+    input_rate_hz: u32,
+    local: bool,
 }
 
 /// A session to run.
@@ -145,6 +158,9 @@ pub enum DialError {
     /// The phone service refused the call.
     #[error(transparent)]
     Phone(#[from] svc_phone::PhoneError),
+    /// The session's room is on another LiveKit server, which svc's phone bridge does not join.
+    #[error("phone calls into rooms on an external LiveKit server are not available yet")]
+    ExternalRoom,
 }
 
 /// Why [`Runtime::end_session`] did not end a session.
@@ -226,7 +242,25 @@ impl Runtime {
         let identity = format!("agent-{}", request.session_id);
         let name = session.agent.name.clone().unwrap_or_else(|| "Agent".to_owned());
         let attributes = BTreeMap::from([(AGENT_STATE_ATTRIBUTE.to_owned(), "initializing".to_owned())]);
-        let room = EmbeddedRoom::join(&config.room, &request.room_name, &identity, &name, attributes).await?;
+        let room_name = &request.room_name;
+        match &config.external_rooms {
+            None => {
+                let room = EmbeddedRoom::join(&config.room, room_name, &identity, &name, attributes).await?;
+                self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
+            }
+            Some(external) => {
+                let room = external.join(room_name, &identity, &name, attributes).await?;
+                self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
+            }
+        }
+    }
+
+    /// Opens the provider, assembles the session's actor in `room` and runs it.
+    async fn launch<R: AgentRoom>(&self, start: Start, room: R) -> Result<(), RuntimeError> {
+        let Start { request, setup, identity, input_rate_hz, local } = start;
+        let inner = &self.inner;
+        let config = &inner.config;
+        let session = request.session.clone();
         let provider = if local {
             let engines =
                 config.local.as_ref().ok_or_else(|| RuntimeError::UnknownFamily(session.model.family.clone()))?;
@@ -335,6 +369,9 @@ impl Runtime {
     /// (`dial-progress` events, timeline) and its outcome and billed time to the store.
     pub async fn dial(&self, request: DialRequest) -> Result<(), DialError> {
         let phone = self.inner.config.phone.as_ref().ok_or(DialError::NoTrunk)?;
+        if self.inner.config.external_rooms.is_some() {
+            return Err(DialError::ExternalRoom);
+        }
         let (room_name, commands) = {
             let sessions = self.sessions();
             let running = sessions.get(&request.session_id).ok_or(DialError::NotRunning)?;

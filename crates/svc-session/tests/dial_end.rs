@@ -98,6 +98,7 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
         timing: svc_session::core::Timing::default(),
         phone: Some(phone.clone()),
         tool_backends: Default::default(),
+        external_rooms: None,
     });
     let request = SessionRequest {
         session_id: SESSION.into(),

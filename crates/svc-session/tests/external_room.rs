@@ -2,21 +2,27 @@
 //! loopback, plays that server, and the agent joins it over the network as a client (signalling,
 //! ICE, DTLS, SCTP and SRTP all real). What the session asks of a room ([`AgentRoom`]) must
 //! behave as it does in the embedded room: peers, audio both ways, data, attributes, the
-//! `svc.tool_result` RPC, and leaving.
+//! `svc.tool_result` RPC, and leaving. Then the runtime runs a whole session in such a room.
+
+#[path = "support/live_room.rs"]
+mod live_room;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use serde_json::Value;
 use svc_audio::analysis::speech_like_signal;
 use svc_audio::{FRAME_SAMPLES, OpusEncoder};
 use svc_room::{
     LocalJoinOptions, LocalParticipant, ParticipantKind, RoomCredentials, RoomEvent, RoomServer, RoomServerConfig,
     rpc_codes,
 };
-use svc_session::external_room::ExternalRoom;
+use svc_session::external_room::{ExternalRoom, ExternalRooms};
 use svc_session::room::{AgentRoom, AgentRoomEvent, CloseReason, TOOL_RESULT_METHOD};
+use svc_session::{Runtime, RuntimeConfig, SessionRequest};
+use svc_testkit::{FakeUpstream, Flavor};
 
 const KEY: &str = "devkey";
 const SECRET: &str = "secret_secret_secret_secret_secret_";
@@ -34,6 +40,12 @@ async fn start_server() -> (RoomServer, String, RoomCredentials) {
         ..Default::default()
     };
     let room = RoomServer::start(config, credentials.clone()).await.expect("room server");
+    let url = serve(&room).await;
+    (room, url, credentials)
+}
+
+/// Serves `room`'s signalling and server API over HTTP on loopback; returns its LiveKit URL.
+async fn serve(room: &RoomServer) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("ws://{}/room", listener.local_addr().expect("addr"));
     let router = axum::Router::new().nest("/room", room.router());
@@ -41,7 +53,7 @@ async fn start_server() -> (RoomServer, String, RoomCredentials) {
         // The listener lives as long as the test; an error ends the test's room anyway.
         let _ = axum::serve(listener, router).await;
     });
-    (room, url, credentials)
+    url
 }
 
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
@@ -229,4 +241,83 @@ async fn the_agent_holds_a_room_on_another_server_as_it_holds_the_embedded_one()
         }
     })
     .await;
+}
+
+/// The next data message `user` hears of type `kind`.
+async fn heard(user: &mut LocalParticipant, kind: &str) -> Value {
+    user_wait(user, kind, |event| match event {
+        RoomEvent::Data(data) => {
+            let message: Value = serde_json::from_slice(&data.payload).unwrap_or(Value::Null);
+            (message["type"] == kind).then_some(message)
+        }
+        _ => None,
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_runtime_runs_a_session_in_a_room_on_another_server_and_deletes_the_room_at_its_end() {
+    const SESSION: &str = "0b4f9c2e-6a1d-4e3b-9f8a-2c5d7e1f3a60";
+    const SESSION_ROOM: &str = "room-external-runtime";
+    let (database, server) = live_room::store_and_room(SESSION, SESSION_ROOM).await;
+    let url = serve(&server).await;
+    let fake = FakeUpstream::start(Flavor::OpenAi).await;
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let external = ExternalRooms::new(&url, server.credentials().clone()).expect("a LiveKit URL");
+    // The node's own embedded room is another server: the session can reach the user's room
+    // only as a client of `server`.
+    let (own_room, _, _) = start_server().await;
+    let runtime = Runtime::new(RuntimeConfig {
+        store: database.store.clone(),
+        room: own_room.clone(),
+        provider_env: live_room::provider_env(&fake),
+        local: None,
+        data_dir: data_dir.path().to_owned(),
+        node_id: "external".into(),
+        timing: svc_session::core::Timing::default(),
+        phone: None,
+        tool_backends: Default::default(),
+        external_rooms: Some(external),
+    });
+    let user_options = LocalJoinOptions {
+        identity: "user".into(),
+        name: "User".into(),
+        kind: ParticipantKind::Standard,
+        metadata: String::new(),
+        attributes: BTreeMap::new(),
+    };
+    let mut user = server.join_local(SESSION_ROOM, user_options).await.expect("the user joins");
+    let request = SessionRequest {
+        session_id: SESSION.into(),
+        room_name: SESSION_ROOM.into(),
+        session: live_room::session_config(),
+        local_slot: None,
+    };
+    within("the start", runtime.start_session(request)).await.expect("the session runs");
+    let ready = heard(&mut user, "ready").await;
+    assert_eq!(ready["session_id"], SESSION);
+    let room = server.describe_room(SESSION_ROOM).await.expect("open");
+    let agent = room.participants.iter().find(|p| p.identity == format!("agent-{SESSION}")).expect("the agent");
+    assert_eq!(agent.kind, svc_room::proto::participant_info::Kind::Agent as i32);
+
+    let ending = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.end_session(SESSION, "session_deleted").await }
+    });
+    let ended = heard(&mut user, "session-ended").await;
+    assert_eq!(ended["reason"], "session_deleted");
+    assert_eq!(within("end_session", ending).await.expect("the task"), Ok(()));
+    // Closing the session deleted the room on its server: the user is out too.
+    within("the room's deletion", async {
+        while server.describe_room(SESSION_ROOM).await.is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let timeline = database.store.timeline(SESSION).await.expect("timeline");
+    let last = timeline.last().expect("events");
+    assert_eq!((last.kind.as_str(), last.data["reason"].as_str()), ("session.ended", Some("session_deleted")));
+    assert_eq!(own_room.room_count(), 0, "nothing opened in the node's own room");
+    runtime.shutdown().await;
+    server.shutdown().await;
 }

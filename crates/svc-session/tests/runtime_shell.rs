@@ -78,6 +78,7 @@ async fn the_runtime_starts_a_session_that_gets_ready_and_end_session_ends_it_an
         timing: svc_session::core::Timing::default(),
         phone: None,
         tool_backends: Default::default(),
+        external_rooms: None,
     });
     let request = SessionRequest {
         session_id: SESSION.into(),

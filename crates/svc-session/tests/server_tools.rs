@@ -129,6 +129,7 @@ async fn web_search_and_detect_objects_answer_the_model_from_their_backends() {
         timing: svc_session::core::Timing::default(),
         phone: None,
         tool_backends: Arc::new(tool_backends),
+        external_rooms: None,
     });
     let request = SessionRequest {
         session_id: SESSION.into(),

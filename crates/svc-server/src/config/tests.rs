@@ -54,6 +54,11 @@ fn rejects_bad_values() {
         ConfigArgs { model_catalog: Some("/nonexistent/models.toml".into()), ..Default::default() },
         ConfigArgs { local_threads: Some(0), ..Default::default() },
         ConfigArgs { local_threads: Some(257), ..Default::default() },
+        ConfigArgs { livekit_url: Some("wss://x.livekit.cloud".into()), ..Default::default() },
+        ConfigArgs { livekit_api_key: Some("k".into()), livekit_api_secret: Some("s".into()), ..Default::default() },
+        livekit("ftp://x.livekit.cloud", "k", "s"),
+        livekit("wss://x.livekit.cloud", "a key", "s"),
+        livekit("wss://x.livekit.cloud", "k", ""),
     ];
     for args in cases {
         assert!(matches!(resolve(args.clone()), Err(ConfigError::Invalid { .. })), "{args:?}");
@@ -152,4 +157,22 @@ fn flags_win_over_the_file() {
     assert!(matches!(args.resolve(), Err(ConfigError::ParseFile { .. })));
     std::fs::write(&file, "unknown_key = 1\n").expect("write");
     assert!(matches!(args.resolve(), Err(ConfigError::ParseFile { .. })));
+}
+
+/// The three LiveKit-server settings.
+fn livekit(url: &str, key: &str, secret: &str) -> ConfigArgs {
+    ConfigArgs {
+        livekit_url: Some(url.into()),
+        livekit_api_key: Some(key.into()),
+        livekit_api_secret: Some(secret.into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_livekit_server_takes_its_url_key_and_secret_together() {
+    assert_eq!(resolve(ConfigArgs::default()).expect("valid").livekit, None, "the embedded room by default");
+    let server = resolve(livekit("wss://x.livekit.cloud", "APIkey", "secret")).expect("valid").livekit.expect("set");
+    assert_eq!((server.url.as_str(), server.api_key.as_str()), ("wss://x.livekit.cloud/", "APIkey"));
+    assert!(!format!("{server:?}").contains("secret"), "the secret stays out of logs");
 }

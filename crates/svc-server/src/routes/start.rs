@@ -181,13 +181,26 @@ pub(crate) async fn start_session(
         RealtimeCredential::EndUser { external_user_id, .. } => external_user_id.clone(),
         RealtimeCredential::ApiKey { .. } => "user".to_owned(),
     };
-    let token = app
-        .room
+    let (livekit_url, room_credentials) = app.session_room();
+    let token = room_credentials
         .participant_token(&room_name, &identity, None, now / 1_000_000 + ROOM_TOKEN_TTL_SECONDS)
         .map_err(|error| ApiError::Internal(error.into()))?;
     timings.mint_tokens_ms = elapsed_ms(phase);
 
     let phase = Instant::now();
+    // On a LiveKit server of its own the room is created there first (the embedded room opens
+    // it as the agent joins).
+    if let Some(external) = &app.livekit {
+        let create = svc_room::proto::CreateRoomRequest { name: room_name.clone(), ..Default::default() };
+        if let Err(error) = external.api().create_room(create).await {
+            tracing::error!(session.id = %session_id, %error, "the LiveKit server did not create the room");
+            app.store.finish_session(&session_id, "error", now_us(), None).await?;
+            return Err(ApiError::status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The media server is unavailable; retry with backoff",
+            ));
+        }
+    }
     let dispatch = DispatchRequest {
         session_id: session_id.clone(),
         workspace_id: caller.workspace.id.clone(),
@@ -206,7 +219,8 @@ pub(crate) async fn start_session(
     timings.dispatch_ms = elapsed_ms(phase);
     timings.total_ms = elapsed_ms(request_started);
     tracing::info!(session.id = %session_id, room = %room_name, total_ms = timings.total_ms, "session started");
-    Ok(Json(StartResponse { livekit_url: app.config.room.url.to_string(), token, room_name, session_id, timings }))
+    let livekit_url = livekit_url.to_owned();
+    Ok(Json(StartResponse { livekit_url, token, room_name, session_id, timings }))
 }
 
 fn elapsed_ms(since: Instant) -> f64 {

@@ -25,6 +25,7 @@ mod support;
 #[path = "../../../svc-phone/tests/baresip/mod.rs"]
 mod baresip;
 
+mod external;
 mod faults;
 mod world;
 use world::*;
@@ -33,16 +34,7 @@ use world::*;
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn a_conversation_from_ready_to_stored_history() {
     let world = World::start("conversation", Flavor::OpenAi, &[]).await;
-    let greeting = "Hello there, I am your assistant.";
-    let spoken_reply = "I heard every word you said.";
-    let typed_reply = "It is twelve o clock.";
-    world.fake.queue([
-        Reply::Speak(greeting.into()),
-        Reply::Speak(spoken_reply.into()),
-        Reply::Speak(typed_reply.into()),
-    ]);
-    let config =
-        json!({"agent": {"type": "inline", "model": "provider_b", "instructions": "Be brief.", "greeting": greeting}});
+    let ([greeting, spoken_reply, typed_reply], config) = queue_conversation(&world);
     let run = world.client("conversation", config);
     let result = run.finish(&world, Duration::from_secs(90)).await;
     let observations = &result["observations"];

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use svc_audio::analysis::best_correlation;
 use svc_audio::resample::Resampler;
-use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor};
+use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor, Reply};
 
 use crate::support::{Server, clip, kill_group, svc};
 
@@ -509,4 +509,13 @@ pub(crate) fn agent_recording(result: &Value) -> Vec<i16> {
 /// The user's audio the fake kept on connection `index`, at 24 kHz (OpenAI/xAI/GPT-Live rate).
 pub(crate) fn fake_audio(fake: &FakeUpstream, index: usize) -> Vec<i16> {
     fake.audio().get(index).cloned().unwrap_or_default()
+}
+
+/// The `conversation` scenario's replies (the greeting, the spoken turn's, the typed turn's),
+/// queued on the fake, and the session config that greets with the first.
+pub(crate) fn queue_conversation(world: &World) -> ([&'static str; 3], Value) {
+    let replies = ["Hello there, I am your assistant.", "I heard every word you said.", "It is twelve o clock."];
+    world.fake.queue(replies.map(|reply| Reply::Speak(reply.into())));
+    let config = json!({"agent": {"type": "inline", "model": "provider_b", "instructions": "Be brief.", "greeting": replies[0]}});
+    (replies, config)
 }
