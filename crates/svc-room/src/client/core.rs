@@ -294,6 +294,12 @@ impl ClientCore {
         if info.state == proto::participant_info::State::Disconnected as i32 {
             self.participants.remove(&info.sid);
         } else {
+            // A track subscribed before its publisher was known carries no identity until now.
+            for (sid, identity, _) in self.downstream.values_mut() {
+                if identity.is_empty() && **sid == *info.sid {
+                    *identity = Arc::from(info.identity.as_str());
+                }
+            }
             self.participants.insert(info.sid.clone(), info.clone());
         }
         self.outputs.push_back(ClientOutput::Event(ClientEvent::ParticipantUpdate(info)));
