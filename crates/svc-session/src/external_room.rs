@@ -9,11 +9,17 @@
 //! request acknowledged, others refused, as LiveKit's SDKs do); the agent's frames take RTP time
 //! from their place on the media clock. Closing leaves the room and deletes it on the server
 //! ([`ExternalRooms`] keeps the server's API), as closing the embedded room ends it for everyone.
+//!
+//! A connection to the server that breaks (not a leave the server asked for) is rejoined with
+//! the same token, as LiveKit's SDKs rejoin after a failed resume: attempts with growing pauses
+//! for up to [`REJOIN_FOR`], the attributes the agent had set re-applied, who is in the room
+//! reported again. Meanwhile what the session hands over fails as `CommandFailed` and frames are
+//! counted dropped; past the bound the agent is gone from the room and the session ends.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use svc_room::client::{AudioSender, ClientError, ClientEvent, ClientEvents, ClientOptions, RoomClient};
@@ -28,8 +34,12 @@ use crate::room::{
 const AGENT_TRACK_NAME: &str = "agent-voice";
 /// Samples per second of the RTP clock of Opus.
 const RTP_RATE_HZ: u128 = 48_000;
-/// Lifetime of the agent's join token: the join, and the reconnects of a long session.
+/// Lifetime of the agent's join token: the join, and the rejoins of a long session.
 const AGENT_TOKEN_SECONDS: i64 = 24 * 3600;
+/// How long a broken connection is rejoined before the agent counts as gone.
+pub const REJOIN_FOR: Duration = Duration::from_secs(15);
+/// The pause before the second rejoin attempt; it doubles with each failed one, up to 4 s.
+const FIRST_REJOIN_PAUSE: Duration = Duration::from_millis(250);
 
 /// A LiveKit server svc's agents join as clients: its URL, its API key and secret (the agents'
 /// tokens are signed with them) and its server API.
@@ -100,9 +110,16 @@ impl ExternalRooms {
 
 /// The agent in a room on another LiveKit server.
 pub struct ExternalRoom {
+    url: String,
+    token: String,
     client: RoomClient,
     events: ClientEvents,
-    audio: AudioSender,
+    /// Taken by `try_push_audio`, which the trait gives `&self`; replaced on a rejoin.
+    audio: Mutex<AudioSender>,
+    /// The attributes the agent set (re-applied on a rejoin).
+    attributes: BTreeMap<String, String>,
+    /// A rejoin under way: its attempt, and until when attempts go on.
+    rejoin: Option<Rejoin>,
     /// The media time RTP time 0 stands for: the first frame's.
     rtp_origin: OnceLock<Instant>,
     /// The agent's frames the client could not take.
@@ -130,33 +147,88 @@ impl ExternalRoom {
     ///
     /// [`RoomError::Client`] when the connection, the join or the publication fails.
     pub async fn join(url: &str, token: &str, attributes: BTreeMap<String, String>) -> Result<ExternalRoom, RoomError> {
-        let options = ClientOptions { rpc_methods: vec![TOOL_RESULT_METHOD.to_owned()], ..ClientOptions::default() };
-        let client = RoomClient::connect(url, token, options).await?;
-        client.publish_audio(AGENT_TRACK_NAME).await?;
+        let client = connect(url, token).await?;
         if !attributes.is_empty() {
-            client.try_set_attributes(attributes.into_iter().collect())?;
+            client.try_set_attributes(attributes.clone().into_iter().collect())?;
         }
-        let audio = client.audio_sender();
+        let audio = Mutex::new(client.audio_sender());
         let (client, events) = client.split_events();
         let mut room = ExternalRoom {
+            url: url.to_owned(),
+            token: token.to_owned(),
             client,
             events,
             audio,
+            attributes,
+            rejoin: None,
             rtp_origin: OnceLock::new(),
             frames_dropped: AtomicU64::new(0),
             deleted_on_close: None,
             pending: VecDeque::new(),
         };
-        let present: Vec<AgentRoomEvent> = room
+        room.report_present();
+        Ok(room)
+    }
+
+    /// Reports who was in the room at the (re)join, as the embedded room reports them: joining.
+    fn report_present(&mut self) {
+        let present: Vec<AgentRoomEvent> = self
             .client
             .info()
             .other_participants
             .clone()
             .into_iter()
-            .filter_map(|info| room.peer_event(info))
+            .filter_map(|info| self.peer_event(info))
             .collect();
-        room.pending.extend(present);
-        Ok(room)
+        self.pending.extend(present);
+    }
+
+    /// The connection broke: the first rejoin attempt starts at once.
+    fn start_rejoin(&mut self, error: &ClientError) {
+        tracing::warn!(%error, room = %self.client.info().room_name, "the connection to the LiveKit server broke; rejoining");
+        let task = tokio::spawn(rejoin_attempt(self.url.clone(), self.token.clone(), Duration::ZERO));
+        self.rejoin = Some(Rejoin { task, attempt: 1, until: Instant::now() + REJOIN_FOR });
+    }
+
+    /// Waits for the rejoin under way: `true` once in the room again, `false` when it gave up.
+    async fn finish_rejoin(&mut self) -> bool {
+        let Some(rejoin) = self.rejoin.as_mut() else { return true };
+        // Awaiting the handle is cancel-safe: the attempt runs on its own task.
+        let outcome =
+            (&mut rejoin.task).await.unwrap_or_else(|error| Err(RoomError::Client(ClientError::Io(error.to_string()))));
+        match outcome {
+            Ok(client) => {
+                self.rejoin = None;
+                if !self.attributes.is_empty()
+                    && let Err(error) = client.try_set_attributes(self.attributes.clone().into_iter().collect())
+                {
+                    tracing::warn!(%error, "the agent's attributes could not be set again after the rejoin");
+                }
+                *self.audio.get_mut().unwrap_or_else(PoisonError::into_inner) = client.audio_sender();
+                let (client, events) = client.split_events();
+                self.client = client;
+                self.events = events;
+                self.report_present();
+                tracing::info!(room = %self.client.info().room_name, "rejoined the room on the LiveKit server");
+                true
+            }
+            Err(error) if Instant::now() < rejoin.until => {
+                let pause = FIRST_REJOIN_PAUSE * 2u32.pow(rejoin.attempt.min(4) - 1);
+                tracing::debug!(%error, attempt = rejoin.attempt, "rejoin failed; trying again");
+                rejoin.attempt += 1;
+                rejoin.task = tokio::spawn(rejoin_attempt(
+                    self.url.clone(),
+                    self.token.clone(),
+                    pause.min(Duration::from_secs(4)),
+                ));
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not rejoin the room on the LiveKit server; the agent is gone");
+                self.rejoin = None;
+                false
+            }
+        }
     }
 
     /// Our identity in the room.
@@ -193,10 +265,16 @@ impl ExternalRoom {
 
 impl AgentRoom for ExternalRoom {
     async fn next_event(&mut self) -> AgentRoomEvent {
-        if let Some(pending) = self.pending.pop_front() {
-            return pending;
-        }
         loop {
+            if let Some(pending) = self.pending.pop_front() {
+                return pending;
+            }
+            if self.rejoin.is_some() {
+                if !self.finish_rejoin().await {
+                    return AgentRoomEvent::Gone;
+                }
+                continue;
+            }
             let Some(event) = self.events.next().await else { return AgentRoomEvent::Gone };
             match event {
                 ClientEvent::ParticipantUpdate(info) => {
@@ -227,7 +305,9 @@ impl AgentRoom for ExternalRoom {
                 ClientEvent::CommandFailed { command, error } => {
                     return AgentRoomEvent::CommandFailed { command, error: error.into() };
                 }
-                ClientEvent::Left { .. } | ClientEvent::Closed { .. } => return AgentRoomEvent::Gone,
+                // A broken connection is rejoined; a leave (the server's or ours) is the end.
+                ClientEvent::Closed { error: Some(error) } => self.start_rejoin(&error),
+                ClientEvent::Left { .. } | ClientEvent::Closed { error: None } => return AgentRoomEvent::Gone,
                 // Subscriptions show as audio; other packets (RPC acknowledgements and answers
                 // to calls the agent does not make) are not the agent's business.
                 ClientEvent::TrackSubscribed { .. }
@@ -244,6 +324,13 @@ impl AgentRoom for ExternalRoom {
     }
 
     fn set_attributes(&mut self, attributes: BTreeMap<String, String>) {
+        for (key, value) in &attributes {
+            if value.is_empty() {
+                self.attributes.remove(key);
+            } else {
+                self.attributes.insert(key.clone(), value.clone());
+            }
+        }
         let set = self.client.try_set_attributes(attributes.into_iter().collect::<HashMap<_, _>>());
         self.refused("set_attributes", set);
     }
@@ -257,7 +344,8 @@ impl AgentRoom for ExternalRoom {
     fn try_push_audio(&self, opus: Bytes, due: Instant) -> Result<(), RoomError> {
         let origin = *self.rtp_origin.get_or_init(|| due);
         let rtp_timestamp = due.saturating_duration_since(origin).as_micros() * RTP_RATE_HZ / 1_000_000;
-        let sent = self.audio.send_opus(u64::try_from(rtp_timestamp).unwrap_or(u64::MAX), &opus[..]);
+        let audio = self.audio.lock().unwrap_or_else(PoisonError::into_inner);
+        let sent = audio.send_opus(u64::try_from(rtp_timestamp).unwrap_or(u64::MAX), &opus[..]);
         if sent.is_err() {
             self.frames_dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -271,6 +359,9 @@ impl AgentRoom for ExternalRoom {
     /// Leaves the room, then, when joined through [`ExternalRooms`], deletes it on the server
     /// (everyone else leaves too, as from a closed embedded room).
     async fn close(&self, _reason: CloseReason) {
+        if let Some(rejoin) = &self.rejoin {
+            rejoin.task.abort();
+        }
         if let Err(error) = self.client.try_leave() {
             tracing::debug!(%error, "leave not queued; the client leaves when it is dropped");
         }
@@ -282,4 +373,34 @@ impl AgentRoom for ExternalRoom {
             Err(error) => tracing::warn!(%room, %error, "the room could not be deleted on its server"),
         }
     }
+}
+
+impl Drop for ExternalRoom {
+    fn drop(&mut self) {
+        // A rejoin must not put the agent back into a room the session has left.
+        if let Some(rejoin) = &self.rejoin {
+            rejoin.task.abort();
+        }
+    }
+}
+
+/// A rejoin under way.
+struct Rejoin {
+    task: tokio::task::JoinHandle<Result<RoomClient, RoomError>>,
+    attempt: u32,
+    until: Instant,
+}
+
+/// Joins as the agent (answering `svc.tool_result`) and publishes its voice.
+async fn connect(url: &str, token: &str) -> Result<RoomClient, RoomError> {
+    let options = ClientOptions { rpc_methods: vec![TOOL_RESULT_METHOD.to_owned()], ..ClientOptions::default() };
+    let client = RoomClient::connect(url, token, options).await?;
+    client.publish_audio(AGENT_TRACK_NAME).await?;
+    Ok(client)
+}
+
+/// One rejoin attempt after `pause`.
+async fn rejoin_attempt(url: String, token: String, pause: Duration) -> Result<RoomClient, RoomError> {
+    tokio::time::sleep(pause).await;
+    connect(&url, &token).await
 }

@@ -321,3 +321,71 @@ async fn the_runtime_runs_a_session_in_a_room_on_another_server_and_deletes_the_
     runtime.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_broken_connection_to_the_server_is_rejoined_with_the_agents_attributes() {
+    let (server, url, credentials) = start_server().await;
+    let upstream: std::net::SocketAddr =
+        url.trim_start_matches("ws://").split('/').next().expect("authority").parse().expect("address");
+    let proxy = svc_testkit::fault_proxy::FaultProxy::start(upstream).await;
+    let through_proxy = format!("ws://{}/room", proxy.addr());
+    let user_options = LocalJoinOptions {
+        identity: "user".into(),
+        name: "User".into(),
+        kind: ParticipantKind::Standard,
+        metadata: String::new(),
+        attributes: BTreeMap::new(),
+    };
+    let mut user = server.join_local(ROOM, user_options).await.expect("the user joins");
+    let expires =
+        i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() + 600).expect("seconds");
+    let token = credentials.agent_token(ROOM, "svc-agent", None, BTreeMap::new(), expires).expect("mint");
+    let mut agent =
+        within("the join", ExternalRoom::join(&through_proxy, &token, BTreeMap::new())).await.expect("joins");
+    agent.set_attributes([("lk.agent.state".to_owned(), "listening".to_owned())].into());
+    agent_wait(&mut agent, "the user, present at the join", |event| match event {
+        AgentRoomEvent::Peer(peer) if peer.identity == "user" => Some(()),
+        _ => None,
+    })
+    .await;
+    let agent_state = |p: &svc_room::Participant| p.attributes.get("lk.agent.state").cloned();
+    user_wait(&mut user, "the agent's attributes", |event| match event {
+        RoomEvent::ParticipantUpdated { participant: p, .. } if p.identity == "svc-agent" => agent_state(&p),
+        _ => None,
+    })
+    .await;
+
+    // The signalling connection dies without a word. The session's loop, reading the agent's
+    // events, meets the break and the rejoin through the same address, then the user again (as
+    // present at the rejoin).
+    proxy.sever();
+    agent_wait(&mut agent, "the user, reported again after the rejoin", |event| match event {
+        AgentRoomEvent::Peer(peer) if peer.identity == "user" => Some(()),
+        _ => None,
+    })
+    .await;
+    assert!(proxy.accepted() >= 2, "a second signalling connection");
+    // The user sees the agent leave and come back with the attributes it had set; its data gets
+    // through.
+    user_wait(&mut user, "the first connection's agent leaving", |event| match event {
+        RoomEvent::ParticipantLeft { identity, .. } if identity == "svc-agent" => Some(()),
+        _ => None,
+    })
+    .await;
+    user_wait(&mut user, "the rejoined agent with its attributes", |event| match event {
+        RoomEvent::ParticipantJoined(p) | RoomEvent::ParticipantUpdated { participant: p, .. }
+            if p.identity == "svc-agent" && agent_state(&p).as_deref() == Some("listening") =>
+        {
+            Some(())
+        }
+        _ => None,
+    })
+    .await;
+    agent.send_data(r#"{"type":"after-rejoin"}"#.to_owned(), None);
+    user_wait(&mut user, "data after the rejoin", |event| match event {
+        RoomEvent::Data(data) if data.from_identity == "svc-agent" => Some(()),
+        _ => None,
+    })
+    .await;
+    agent.close(CloseReason::SessionEnded).await;
+}
