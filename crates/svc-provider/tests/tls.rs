@@ -15,18 +15,11 @@ use svc_provider_core::{ProviderEvent, SessionSetup};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-/// A one-connection TLS WebSocket server speaking just the Realtime handshake.
-async fn tls_server() -> (u16, rustls::pki_types::CertificateDer<'static>) {
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("certificate");
-    let cert = certified.cert.der().clone();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
-        .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+/// A TLS WebSocket server speaking just the Realtime handshake, and a client configuration that
+/// trusts its self-signed certificate.
+async fn tls_server() -> (u16, Arc<svc_http::TlsClientConfig>) {
+    let tls = svc_testkit::tls::LocalhostTls::new();
+    let acceptor = tls.acceptor.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move {
@@ -46,7 +39,7 @@ async fn tls_server() -> (u16, rustls::pki_types::CertificateDer<'static>) {
             });
         }
     });
-    (port, cert)
+    (port, tls.client)
 }
 
 fn codec(port: u16) -> Box<RealtimeCodec> {
@@ -57,15 +50,8 @@ fn codec(port: u16) -> Box<RealtimeCodec> {
 
 #[tokio::test]
 async fn wss_connects_with_a_trusted_root_and_refuses_an_unknown_one() {
-    let (port, cert) = tls_server().await;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).expect("root");
-    let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let mut session = driver::spawn_with_tls(codec(port), Arc::new(client), CancellationToken::new());
+    let (port, client) = tls_server().await;
+    let mut session = driver::spawn_with_tls(codec(port), client, CancellationToken::new());
     let ready = tokio::time::timeout(WAIT, session.events.recv()).await.expect("in time").expect("event");
     assert_eq!(ready, ProviderEvent::Ready { upstream_session_id: Some("tls_1".to_owned()) });
 

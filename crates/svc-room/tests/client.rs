@@ -546,21 +546,13 @@ async fn rpc_requests_attributes_and_posted_data_go_the_livekit_way() {
 }
 
 /// A TLS proxy on 127.0.0.1 for `localhost` (self-signed) in front of `backend`: the room as a
-/// LiveKit deployment serves it, behind `wss://`.
-async fn tls_proxy(backend: std::net::SocketAddr) -> (u16, Arc<rustls::ClientConfig>) {
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("certificate");
-    let cert = certified.cert.der().clone();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
-        .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+/// LiveKit deployment serves it, behind `wss://`. Returns its port and a client configuration that
+/// trusts it.
+async fn tls_proxy(backend: std::net::SocketAddr) -> (u16, Arc<svc_http::TlsClientConfig>) {
+    let tls = svc_testkit::tls::LocalhostTls::new();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
+    let acceptor = tls.acceptor.clone();
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let acceptor = acceptor.clone();
@@ -572,14 +564,7 @@ async fn tls_proxy(backend: std::net::SocketAddr) -> (u16, Arc<rustls::ClientCon
             });
         }
     });
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).expect("root");
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    (port, Arc::new(client))
+    (port, tls.client)
 }
 
 #[tokio::test]

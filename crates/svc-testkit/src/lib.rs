@@ -56,6 +56,7 @@ mod gemini;
 mod live;
 mod realtime;
 pub mod speech;
+pub mod tls;
 pub mod udp_link;
 mod wire;
 
