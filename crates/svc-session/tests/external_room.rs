@@ -56,6 +56,23 @@ async fn serve(room: &RoomServer) -> String {
     url
 }
 
+/// The user, in-process, in `room` of `server`.
+async fn join_user(server: &RoomServer, room: &str) -> LocalParticipant {
+    let options = LocalJoinOptions {
+        identity: "user".into(),
+        name: "User".into(),
+        kind: ParticipantKind::Standard,
+        metadata: String::new(),
+        attributes: BTreeMap::new(),
+    };
+    server.join_local(room, options).await.expect("the user joins")
+}
+
+/// Epoch seconds ten minutes from now (a token's expiry).
+fn in_ten_minutes() -> i64 {
+    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() + 600).expect("seconds")
+}
+
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
     tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
@@ -92,16 +109,8 @@ async fn user_wait<T>(user: &mut LocalParticipant, what: &str, mut pick: impl Fn
 #[tokio::test]
 async fn the_agent_holds_a_room_on_another_server_as_it_holds_the_embedded_one() {
     let (server, url, credentials) = start_server().await;
-    let user_options = LocalJoinOptions {
-        identity: "user".into(),
-        name: "User".into(),
-        kind: ParticipantKind::Standard,
-        metadata: String::new(),
-        attributes: BTreeMap::new(),
-    };
-    let mut user = server.join_local(ROOM, user_options).await.expect("the user joins");
-    let expires =
-        i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() + 600).expect("seconds");
+    let mut user = join_user(&server, ROOM).await;
+    let expires = in_ten_minutes();
     let attributes: BTreeMap<String, String> = [("svc.session_id".to_owned(), "s1".to_owned())].into();
     let token = credentials.agent_token(ROOM, "svc-agent", Some("Agent"), attributes, expires).expect("mint");
     let mut agent = within("the agent's join", ExternalRoom::join(&url, &token, BTreeMap::new()))
@@ -279,14 +288,7 @@ async fn the_runtime_runs_a_session_in_a_room_on_another_server_and_deletes_the_
         tool_backends: Default::default(),
         external_rooms: Some(external),
     });
-    let user_options = LocalJoinOptions {
-        identity: "user".into(),
-        name: "User".into(),
-        kind: ParticipantKind::Standard,
-        metadata: String::new(),
-        attributes: BTreeMap::new(),
-    };
-    let mut user = server.join_local(SESSION_ROOM, user_options).await.expect("the user joins");
+    let mut user = join_user(&server, SESSION_ROOM).await;
     let request = SessionRequest {
         session_id: SESSION.into(),
         room_name: SESSION_ROOM.into(),
@@ -329,16 +331,8 @@ async fn a_broken_connection_to_the_server_is_rejoined_with_the_agents_attribute
         url.trim_start_matches("ws://").split('/').next().expect("authority").parse().expect("address");
     let proxy = svc_testkit::fault_proxy::FaultProxy::start(upstream).await;
     let through_proxy = format!("ws://{}/room", proxy.addr());
-    let user_options = LocalJoinOptions {
-        identity: "user".into(),
-        name: "User".into(),
-        kind: ParticipantKind::Standard,
-        metadata: String::new(),
-        attributes: BTreeMap::new(),
-    };
-    let mut user = server.join_local(ROOM, user_options).await.expect("the user joins");
-    let expires =
-        i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() + 600).expect("seconds");
+    let mut user = join_user(&server, ROOM).await;
+    let expires = in_ten_minutes();
     let token = credentials.agent_token(ROOM, "svc-agent", None, BTreeMap::new(), expires).expect("mint");
     let mut agent =
         within("the join", ExternalRoom::join(&through_proxy, &token, BTreeMap::new())).await.expect("joins");
