@@ -585,6 +585,10 @@ impl ConfigArgs {
             return Err(invalid("--room-api-secret", "the secret must be at least 32 bytes"));
         }
         let livekit = LiveKitServer::resolve(self.livekit_url, self.livekit_api_key, self.livekit_api_secret)?;
+        if livekit.is_some() && phone.is_some() {
+            // svc's phone bridge joins the embedded room, which --livekit-url turns off.
+            return Err(invalid("--sip-trunk", "phone dial-out is not available yet with --livekit-url"));
+        }
         let (mut room_node_ips, mut room_public_ips) = (Vec::new(), Vec::new());
         for entry in self.room_node_ip.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (bound, public) = match entry.split_once('=') {

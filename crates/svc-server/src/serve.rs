@@ -29,29 +29,20 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     if !orphans.is_empty() {
         tracing::warn!(count = orphans.len(), sessions = ?orphans, "ended the sessions a previous run left live");
     }
-    let room_credentials = AppState::room_credentials(&config, &store).await?;
-    let room_config = svc_room::RoomServerConfig {
-        udp_port: config.room.udp_port,
-        node_ips: config.room.node_ips.clone(),
-        public_ips: config.room.public_ips.clone(),
-        webhooks: svc_room::WebhookConfig {
-            urls: config.room.webhook_urls.iter().map(ToString::to_string).collect(),
-            ..Default::default()
-        },
-        ..Default::default()
+    // With --livekit-url the sessions' rooms are on that server and the embedded room is off.
+    let room = match &config.livekit {
+        Some(livekit) => {
+            tracing::info!(livekit_url = %livekit.url, "sessions' rooms are on this LiveKit server (the agents join it as clients); the embedded room is off");
+            None
+        }
+        None => Some(start_room(&config, &store).await?),
     };
-    let room = svc_room::RoomServer::start(room_config, room_credentials).await.context("starting the media room")?;
-    let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
-    tracing::info!(room_udp = %room_udp.join(","), room_url = %config.room.url, "media room is serving");
-    if let Some(livekit) = &config.livekit {
-        tracing::info!(livekit_url = %livekit.url, "sessions' rooms are on this LiveKit server; the agents join it as clients");
-    }
     let provider_env = svc_provider::endpoint::ProviderEnv::from_env().context("reading provider settings")?;
     // Phone dial-out: the SIP user agent and its calls stop after the sessions have ended (their
     // rooms closing hangs each call up first).
     let phone_shutdown = CancellationToken::new();
-    let phone = match &config.phone {
-        Some(phone_config) => {
+    let phone = match (&config.phone, &room) {
+        (Some(phone_config), Some(room)) => {
             let phone = svc_phone::PhoneService::start(phone_config.clone(), room.clone(), phone_shutdown.clone())
                 .await
                 .context("starting phone dial-out (--sip-trunk)")?;
@@ -60,14 +51,19 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
             room.set_sip_dialer(std::sync::Arc::new(phone.clone()));
             Some(phone)
         }
-        None => {
+        _ => {
             tracing::info!("phone dial-out: off (no --sip-trunk)");
             None
         }
     };
+    let rooms = match (&room, &config.livekit) {
+        (Some(room), _) => svc_session::SessionRooms::Embedded(room.clone()),
+        (None, Some(livekit)) => svc_session::SessionRooms::External(crate::app::external_rooms(livekit)?),
+        (None, None) => anyhow::bail!("no room for the sessions"),
+    };
     let runtime = svc_session::Runtime::new(svc_session::RuntimeConfig {
         store: store.clone(),
-        room: room.clone(),
+        rooms,
         provider_env,
         local: Some(config.local.clone()),
         data_dir: config.data_dir.clone(),
@@ -75,7 +71,6 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
         timing: svc_session::core::Timing::default(),
         phone: phone.clone(),
         tool_backends: config.tool_backends.clone(),
-        external_rooms: config.livekit.as_ref().map(crate::app::external_rooms).transpose()?,
     });
     let dispatcher = std::sync::Arc::new(crate::dispatch::RuntimeDispatcher(runtime.clone()));
     let app = AppState::with_dispatcher(config, store, dispatcher).await?;
@@ -124,12 +119,8 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!("playground: {}", app.config.public_url);
     let shutdown = CancellationToken::new();
     let reaper = tokio::spawn(crate::dispatch::run_reaper(app.store.clone(), shutdown.clone()));
-    let server = tokio::spawn(crate::run_with_room(
-        listener,
-        app.clone(),
-        Some(room.clone()),
-        shutdown.clone().cancelled_owned(),
-    ));
+    let server =
+        tokio::spawn(crate::run_with_room(listener, app.clone(), room.clone(), shutdown.clone().cancelled_owned()));
     signals.next().await;
     // The drain: new sessions are refused (503, `/healthz` says `draining`) while the live ones
     // run on until they end by themselves or the drain is over (`session-ending-soon`, then
@@ -162,7 +153,9 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
             tracing::warn!("grace period over while hanging up phone calls");
         }
     }
-    if tokio::time::timeout(grace, room.shutdown()).await.is_err() {
+    if let Some(room) = &room
+        && tokio::time::timeout(grace, room.shutdown()).await.is_err()
+    {
         tracing::warn!("grace period over while closing media rooms");
     }
     shutdown.cancel();
@@ -175,6 +168,25 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     app.store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the embedded room (its key configured, or the one kept in the database).
+async fn start_room(config: &Config, store: &svc_store::Store) -> anyhow::Result<svc_room::RoomServer> {
+    let room_credentials = AppState::room_credentials(config, store).await?;
+    let room_config = svc_room::RoomServerConfig {
+        udp_port: config.room.udp_port,
+        node_ips: config.room.node_ips.clone(),
+        public_ips: config.room.public_ips.clone(),
+        webhooks: svc_room::WebhookConfig {
+            urls: config.room.webhook_urls.iter().map(ToString::to_string).collect(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let room = svc_room::RoomServer::start(room_config, room_credentials).await.context("starting the media room")?;
+    let room_udp: Vec<String> = room.udp_addrs().iter().map(ToString::to_string).collect();
+    tracing::info!(room_udp = %room_udp.join(","), room_url = %config.room.url, "media room is serving");
+    Ok(room)
 }
 
 /// SIGINT and SIGTERM: each [`StopSignals::next`] resolves on the next one (the first starts the

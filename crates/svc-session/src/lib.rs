@@ -22,7 +22,9 @@ pub mod recording;
 pub mod room;
 pub mod runtime;
 
-pub use runtime::{DialError, DialRequest, EndError, Runtime, RuntimeConfig, RuntimeError, SessionRequest};
+pub use runtime::{
+    DialError, DialRequest, EndError, Runtime, RuntimeConfig, RuntimeError, SessionRequest, SessionRooms,
+};
 
 /// Topic of the runtime's data packets (clients may send with any topic or none).
 pub const DATA_TOPIC: &str = "svc";

@@ -42,8 +42,8 @@ pub const END_WAIT: Duration = Duration::from_secs(10);
 pub struct RuntimeConfig {
     /// The store.
     pub store: Store,
-    /// The embedded media room.
-    pub room: RoomServer,
+    /// Where the sessions' rooms are.
+    pub rooms: SessionRooms,
     /// Provider credentials and endpoints.
     pub provider_env: ProviderEnv,
     /// The local provider's shared models and capacity (`provider_local`), when configured.
@@ -58,9 +58,16 @@ pub struct RuntimeConfig {
     pub phone: Option<svc_phone::PhoneService>,
     /// The backends of the server tools that need one (`web_search`, the vision tools).
     pub tool_backends: Arc<svc_tools::ToolBackends>,
-    /// Where sessions' rooms are: `None`, the embedded room; `Some`, a LiveKit server the
-    /// agents join as clients (the room named in each [`SessionRequest`] is open there).
-    pub external_rooms: Option<ExternalRooms>,
+}
+
+/// Where the sessions' rooms are.
+#[derive(Debug, Clone)]
+pub enum SessionRooms {
+    /// The embedded room, in this process.
+    Embedded(RoomServer),
+    /// A LiveKit server the agents join as clients (the room named in each [`SessionRequest`]
+    /// is open there).
+    External(ExternalRooms),
 }
 
 /// What [`Runtime::start_session`] prepared before the agent joined the room.
@@ -213,7 +220,11 @@ impl Runtime {
     /// Media rooms open in this process's room server (a session's, or one opened by LiveKit's
     /// server API).
     pub fn open_rooms(&self) -> usize {
-        self.inner.config.room.room_count()
+        match &self.inner.config.rooms {
+            SessionRooms::Embedded(room) => room.room_count(),
+            // The rooms are the LiveKit server's, not this process's.
+            SessionRooms::External(_) => 0,
+        }
     }
 
     /// What the media paths of the sessions that ended so far dropped or sent late, summed.
@@ -243,12 +254,12 @@ impl Runtime {
         let name = session.agent.name.clone().unwrap_or_else(|| "Agent".to_owned());
         let attributes = BTreeMap::from([(AGENT_STATE_ATTRIBUTE.to_owned(), "initializing".to_owned())]);
         let room_name = &request.room_name;
-        match &config.external_rooms {
-            None => {
-                let room = EmbeddedRoom::join(&config.room, room_name, &identity, &name, attributes).await?;
+        match &config.rooms {
+            SessionRooms::Embedded(server) => {
+                let room = EmbeddedRoom::join(server, room_name, &identity, &name, attributes).await?;
                 self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
             }
-            Some(external) => {
+            SessionRooms::External(external) => {
                 let room = external.join(room_name, &identity, &name, attributes).await?;
                 self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
             }
@@ -369,7 +380,7 @@ impl Runtime {
     /// (`dial-progress` events, timeline) and its outcome and billed time to the store.
     pub async fn dial(&self, request: DialRequest) -> Result<(), DialError> {
         let phone = self.inner.config.phone.as_ref().ok_or(DialError::NoTrunk)?;
-        if self.inner.config.external_rooms.is_some() {
+        if matches!(self.inner.config.rooms, SessionRooms::External(_)) {
             return Err(DialError::ExternalRoom);
         }
         let (room_name, commands) = {

@@ -90,7 +90,7 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
     let data_dir = tempfile::tempdir().expect("data dir");
     let runtime = Runtime::new(RuntimeConfig {
         store: store.clone(),
-        room: room.clone(),
+        rooms: svc_session::SessionRooms::Embedded(room.clone()),
         provider_env,
         local: None,
         data_dir: data_dir.path().to_owned(),
@@ -98,7 +98,6 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
         timing: svc_session::core::Timing::default(),
         phone: Some(phone.clone()),
         tool_backends: Default::default(),
-        external_rooms: None,
     });
     let request = SessionRequest {
         session_id: SESSION.into(),

@@ -21,7 +21,7 @@ use svc_room::{
 };
 use svc_session::external_room::{ExternalRoom, ExternalRooms};
 use svc_session::room::{AgentRoom, AgentRoomEvent, CloseReason, TOOL_RESULT_METHOD};
-use svc_session::{Runtime, RuntimeConfig, SessionRequest};
+use svc_session::{Runtime, RuntimeConfig, SessionRequest, SessionRooms};
 use svc_testkit::{FakeUpstream, Flavor};
 
 const KEY: &str = "devkey";
@@ -273,12 +273,11 @@ async fn the_runtime_runs_a_session_in_a_room_on_another_server_and_deletes_the_
     let fake = FakeUpstream::start(Flavor::OpenAi).await;
     let data_dir = tempfile::tempdir().expect("data dir");
     let external = ExternalRooms::new(&url, server.credentials().clone()).expect("a LiveKit URL");
-    // The node's own embedded room is another server: the session can reach the user's room
-    // only as a client of `server`.
-    let (own_room, _, _) = start_server().await;
+    // The runtime has no room of its own: it reaches the user's room only as a client of
+    // `server`.
     let runtime = Runtime::new(RuntimeConfig {
         store: database.store.clone(),
-        room: own_room.clone(),
+        rooms: SessionRooms::External(external),
         provider_env: live_room::provider_env(&fake),
         local: None,
         data_dir: data_dir.path().to_owned(),
@@ -286,7 +285,6 @@ async fn the_runtime_runs_a_session_in_a_room_on_another_server_and_deletes_the_
         timing: svc_session::core::Timing::default(),
         phone: None,
         tool_backends: Default::default(),
-        external_rooms: Some(external),
     });
     let mut user = join_user(&server, SESSION_ROOM).await;
     let request = SessionRequest {
@@ -319,7 +317,7 @@ async fn the_runtime_runs_a_session_in_a_room_on_another_server_and_deletes_the_
     let timeline = database.store.timeline(SESSION).await.expect("timeline");
     let last = timeline.last().expect("events");
     assert_eq!((last.kind.as_str(), last.data["reason"].as_str()), ("session.ended", Some("session_deleted")));
-    assert_eq!(own_room.room_count(), 0, "nothing opened in the node's own room");
+    assert_eq!(runtime.open_rooms(), 0, "no room in this process");
     runtime.shutdown().await;
     server.shutdown().await;
 }

@@ -70,7 +70,7 @@ async fn the_runtime_starts_a_session_that_gets_ready_and_end_session_ends_it_an
     let data_dir = tempfile::tempdir().expect("data dir");
     let runtime = Runtime::new(RuntimeConfig {
         store: database.store.clone(),
-        room: room.clone(),
+        rooms: svc_session::SessionRooms::Embedded(room.clone()),
         provider_env: live_room::provider_env(&fake),
         local: None,
         data_dir: data_dir.path().to_owned(),
@@ -78,7 +78,6 @@ async fn the_runtime_starts_a_session_that_gets_ready_and_end_session_ends_it_an
         timing: svc_session::core::Timing::default(),
         phone: None,
         tool_backends: Default::default(),
-        external_rooms: None,
     });
     let request = SessionRequest {
         session_id: SESSION.into(),

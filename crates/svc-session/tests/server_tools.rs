@@ -121,7 +121,7 @@ async fn web_search_and_detect_objects_answer_the_model_from_their_backends() {
     let data_dir = tempfile::tempdir().expect("data dir");
     let runtime = Runtime::new(RuntimeConfig {
         store: store.clone(),
-        room: room.clone(),
+        rooms: svc_session::SessionRooms::Embedded(room.clone()),
         provider_env,
         local: None,
         data_dir: data_dir.path().to_owned(),
@@ -129,7 +129,6 @@ async fn web_search_and_detect_objects_answer_the_model_from_their_backends() {
         timing: svc_session::core::Timing::default(),
         phone: None,
         tool_backends: Arc::new(tool_backends),
-        external_rooms: None,
     });
     let request = SessionRequest {
         session_id: SESSION.into(),

@@ -59,6 +59,11 @@ fn rejects_bad_values() {
         livekit("ftp://x.livekit.cloud", "k", "s"),
         livekit("wss://x.livekit.cloud", "a key", "s"),
         livekit("wss://x.livekit.cloud", "k", ""),
+        ConfigArgs {
+            sip_trunk: Some("sip:trunk.example.com".into()),
+            sip_caller_number: Some("+15550100".into()),
+            ..livekit("wss://x.livekit.cloud", "k", "s")
+        },
     ];
     for args in cases {
         assert!(matches!(resolve(args.clone()), Err(ConfigError::Invalid { .. })), "{args:?}");
