@@ -152,6 +152,12 @@ async fn a_conversation_from_ready_to_stored_history() {
 #[ignore = "needs the interop harness (scripts/interop-setup.sh); run by scripts/test.sh"]
 async fn a_client_tool_round_trip_and_a_background_job() {
     let world = World::start("tools", Flavor::OpenAi, &[]).await;
+    client_tool_round_trip(&world).await;
+}
+
+/// A client tool answered through `svc.tool_result` (and refusals of bad answers), then a
+/// background job's result, in `world`'s session.
+pub(crate) async fn client_tool_round_trip(world: &World) {
     world.fake.queue([
         Reply::ToolCall { name: "lookup_order".into(), arguments: json!({"order_id": "42"}) },
         Reply::Speak("Your order ships on Friday.".into()),
@@ -160,7 +166,7 @@ async fn a_client_tool_round_trip_and_a_background_job() {
     let tool = json!({"kind": "client", "name": "lookup_order", "description": "Look up an order by id.",
         "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}});
     let config = json!({"agent": {"type": "inline", "model": "provider_b", "tools": [tool]}});
-    let result = world.client("tools", config).finish(&world, Duration::from_secs(60)).await;
+    let result = world.client("tools", config).finish(world, Duration::from_secs(60)).await;
     let observations = &result["observations"];
     let invocation = &observations["invocation"];
     assert_eq!(invocation["name"], "lookup_order");
