@@ -22,6 +22,7 @@ crate::on_both_backends_with!(
     minted_tokens_start_in_their_own_project,
     a_reserved_room_is_used_by_the_next_start,
     a_failed_dispatch_is_503_and_ends_the_session,
+    on_a_livekit_server_the_start_creates_the_room_there,
     the_concurrency_gate_admits_exactly_the_limit_over_http,
     local_starts_past_capacity_are_refused_before_any_session_exists,
 );
@@ -786,6 +787,62 @@ async fn a_failed_dispatch_is_503_and_ends_the_session(t: (TestApp, Arc<Recorder
     let listed = t.get("/sessions", Some(&key)).await.expect(200);
     assert_eq!(listed[0]["status"], "error");
     assert_eq!(t.app.store.count_live_sessions(&ws.id).await.expect("count"), 0);
+}
+
+/// With `--livekit-url`: the start creates the room on that server and answers its URL and a
+/// token signed with its key; a server that does not answer is a 503 and the session's end.
+async fn on_a_livekit_server_the_start_creates_the_room_there(t: (TestApp, Arc<Recorder>)) {
+    let (t, _) = t;
+    let backend = t.app.store.backend();
+    const KEY: &str = "lk-key";
+    const SECRET: &str = "lk-secret-0123456789abcdef0123456789";
+    let credentials = svc_room::RoomCredentials::new(KEY, SECRET);
+    let config = svc_room::RoomServerConfig {
+        udp_port: 0,
+        node_ips: vec!["127.0.0.1".parse().expect("ip")],
+        ..Default::default()
+    };
+    let livekit = svc_room::RoomServer::start(config, credentials.clone()).await.expect("the LiveKit server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("ws://{}/room", listener.local_addr().expect("addr"));
+    let router = axum::Router::new().nest("/room", livekit.router());
+    tokio::spawn(async move {
+        // Lives as long as the test.
+        let _ = axum::serve(listener, router).await;
+    });
+    let on = |url: String| {
+        move |config: &mut Config| {
+            all_providers(config);
+            config.livekit = Some(svc_server::config::LiveKitServer {
+                url: url::Url::parse(&url).expect("url"),
+                api_key: KEY.to_owned(),
+                api_secret: SECRET.to_owned(),
+            });
+        }
+    };
+
+    let recorder = Arc::new(Recorder::default());
+    let t = TestApp::with(backend, on(url.clone()), recorder.clone()).await;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart, Scope::RealtimeRead]).await;
+    let started = t.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect(200);
+    assert_eq!(started["livekit_url"], url);
+    let room = started["room_name"].as_str().expect("room");
+    let claims = credentials.verify(started["token"].as_str().expect("token")).expect("signed with its key");
+    assert_eq!(claims.video.room, room);
+    assert!(livekit.describe_room(room).await.is_some(), "the room is open on the LiveKit server");
+    assert_eq!(recorder.sessions.lock().expect("lock").len(), 1);
+
+    // Nothing listens there: 503, and the session is not left live.
+    let t = TestApp::with(backend, on("ws://127.0.0.1:9/room".to_owned()), recorder.clone()).await;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart, Scope::RealtimeRead]).await;
+    let error = t.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect_error(503);
+    assert_eq!(error["message"], "The media server is unavailable; retry with backoff");
+    let listed = t.get("/sessions", Some(&key)).await.expect(200);
+    assert_eq!(listed[0]["status"], "error");
+    assert_eq!(recorder.sessions.lock().expect("lock").len(), 1, "nothing dispatched");
+    livekit.shutdown().await;
 }
 
 async fn the_concurrency_gate_admits_exactly_the_limit_over_http(t: (TestApp, Arc<Recorder>)) {
