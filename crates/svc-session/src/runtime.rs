@@ -572,7 +572,7 @@ async fn watch_dial(
                     EndedBy::Svc => "svc",
                 });
                 update.duration_seconds = Some(answered_for.as_secs_f64());
-                let billed = i64::try_from(answered_for.as_millis().div_ceil(1000)).unwrap_or(i64::MAX);
+                let billed = billed_seconds(answered_for);
                 last = Some((answered_us, "completed".to_owned(), billed));
                 update.reason = Some(reason);
             }
@@ -594,8 +594,30 @@ async fn watch_dial(
     }
 }
 
+/// The whole seconds a call of `answered_for` is billed: every second begun, to the nanosecond
+/// (the timeline's `duration_seconds` is the same length, so its ceiling is the bill; rounding
+/// to milliseconds first billed 14.0004 s as 14).
+fn billed_seconds(answered_for: Duration) -> i64 {
+    i64::try_from(answered_for.as_nanos().div_ceil(1_000_000_000)).unwrap_or(i64::MAX)
+}
+
 fn epoch_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_second_begun_is_billed_as_the_timeline_reports_its_length() {
+        let cases = [(0, 0), (1, 1), (14_000_000_000, 14), (14_000_400_000, 15), (14_999_999_999, 15)];
+        for (nanos, billed) in cases {
+            let answered_for = Duration::from_nanos(nanos);
+            assert_eq!(billed_seconds(answered_for), billed, "{answered_for:?}");
+            assert_eq!(billed_seconds(answered_for), answered_for.as_secs_f64().ceil() as i64, "{answered_for:?}");
+        }
+    }
 }
