@@ -124,6 +124,8 @@ pub struct ExternalRoom {
     rtp_origin: OnceLock<Instant>,
     /// The agent's frames the client could not take.
     frames_dropped: AtomicU64,
+    /// The user's frames the clients before the last rejoin dropped.
+    inbound_dropped_before: u64,
     /// The room to delete on its server when the agent closes it.
     deleted_on_close: Option<(ServerApi, String)>,
     /// Events for `next_event` before the client's: who was in the room at the join (the
@@ -163,6 +165,7 @@ impl ExternalRoom {
             rejoin: None,
             rtp_origin: OnceLock::new(),
             frames_dropped: AtomicU64::new(0),
+            inbound_dropped_before: 0,
             deleted_on_close: None,
             pending: VecDeque::new(),
         };
@@ -206,6 +209,7 @@ impl ExternalRoom {
                 }
                 *self.audio.get_mut().unwrap_or_else(PoisonError::into_inner) = client.audio_sender();
                 let (client, events) = client.split_events();
+                self.inbound_dropped_before += self.client.audio_frames_dropped();
                 self.client = client;
                 self.events = events;
                 self.report_present();
@@ -350,6 +354,13 @@ impl AgentRoom for ExternalRoom {
             self.frames_dropped.fetch_add(1, Ordering::Relaxed);
         }
         sent.map_err(RoomError::from)
+    }
+
+    /// The user's frames the client's event queue refused (the session fell behind). What the
+    /// server dropped on its way is the server's to count.
+    fn inbound_drops(&self) -> svc_room::InboundDrops {
+        let dropped = self.inbound_dropped_before + self.client.audio_frames_dropped();
+        svc_room::InboundDrops { room_queue: 0, participant_queue: dropped }
     }
 
     fn outbound_media(&self) -> OutboundMedia {

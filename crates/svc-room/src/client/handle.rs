@@ -276,6 +276,8 @@ pub struct RoomClient {
     pub(super) events: mpsc::Receiver<ClientEvent>,
     pub(super) publish_timeout: Duration,
     pub(super) task: Option<tokio::task::JoinHandle<()>>,
+    /// [`ClientStats::audio_frames_dropped`], readable without asking the IO task.
+    pub(super) audio_dropped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for RoomClient {
@@ -432,6 +434,12 @@ impl RoomClient {
         let (_, closed) = mpsc::channel(1);
         let events = std::mem::replace(&mut self.events, closed);
         (self, ClientEvents { events })
+    }
+
+    /// Received audio frames dropped because the application did not read events, so far
+    /// (as [`ClientStats::audio_frames_dropped`], without waiting for the IO task).
+    pub fn audio_frames_dropped(&self) -> u64 {
+        self.audio_dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The client's counters.

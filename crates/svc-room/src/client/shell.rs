@@ -128,6 +128,7 @@ pub(super) async fn connect(url: &str, token: &str, options: ClientOptions) -> R
     let (sink, stream) = ws.split();
     let (signals_in, signals) = mpsc::channel(SIGNAL_QUEUE);
     let reader = tokio::spawn(read_signals(stream, signals_in));
+    let audio_dropped = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let shell = Shell {
         core,
         sink,
@@ -137,6 +138,7 @@ pub(super) async fn connect(url: &str, token: &str, options: ClientOptions) -> R
         subscriber_socket,
         commands: command_queue,
         events: events_in,
+        audio_dropped: audio_dropped.clone(),
         ready: Some(ready),
         publish_reply: None,
     };
@@ -146,7 +148,8 @@ pub(super) async fn connect(url: &str, token: &str, options: ClientOptions) -> R
         Ok(Err(error)) => return Err(error),
         Err(_) => return Err(ClientError::Closed),
     }
-    Ok(RoomClient { info, commands, events, publish_timeout: options.publish_timeout, task: Some(task) })
+    let publish_timeout = options.publish_timeout;
+    Ok(RoomClient { info, commands, events, publish_timeout, task: Some(task), audio_dropped })
 }
 
 /// What the signal reader hands the IO task.
@@ -216,6 +219,8 @@ struct Shell {
     events: mpsc::Sender<ClientEvent>,
     ready: Option<oneshot::Sender<Result<(), ClientError>>>,
     publish_reply: Option<oneshot::Sender<Result<String, ClientError>>>,
+    /// Shared with the handle: the audio frames the application's queue refused.
+    audio_dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Shell {
@@ -376,6 +381,7 @@ impl Shell {
                     if self.events.try_send(event).is_err() {
                         if audio {
                             self.core.stats.audio_frames_dropped += 1;
+                            self.audio_dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         } else {
                             self.core.stats.events_dropped += 1;
                         }

@@ -61,6 +61,7 @@ async fn a_conversation_in_a_room_on_another_livekit_server() {
     assert_eq!(session["status"], "completed");
     let usage = world.final_usage(&id).await;
     assert_eq!(usage["turn_count"], 3, "{usage}");
+    world.assert_no_input_dropped(&id).await;
 
     // The session's end deleted its room on the LiveKit server.
     let room = observations["room_name"].as_str().expect("room name").to_owned();
