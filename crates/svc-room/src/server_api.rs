@@ -7,7 +7,7 @@
 //! reads Twirp's JSON errors. The embedded room answers the same routes (`crate::twirp`).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use livekit_protocol as proto;
@@ -158,8 +158,7 @@ impl ServerApi {
         grant: RoomGrant,
         request: &Request,
     ) -> Result<Answer, ServerApiError> {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
-        let expires_at = i64::try_from(now).unwrap_or(i64::MAX - CALL_TOKEN_SECONDS) + CALL_TOKEN_SECONDS;
+        let expires_at = crate::wall_clock::unix_seconds() + CALL_TOKEN_SECONDS;
         let token = self.credentials.grant_token(grant, expires_at)?;
         let url = format!("{}/twirp/{service}/{method}", self.base);
         let headers = [("authorization".to_owned(), format!("Bearer {token}"))];

@@ -30,12 +30,15 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::warn!(count = orphans.len(), sessions = ?orphans, "ended the sessions a previous run left live");
     }
     // With --livekit-url the sessions' rooms are on that server and the embedded room is off.
-    let room = match &config.livekit {
+    let (room, rooms) = match &config.livekit {
         Some(livekit) => {
             tracing::info!(livekit_url = %livekit.url, "sessions' rooms are on this LiveKit server (the agents join it as clients); the embedded room is off");
-            None
+            (None, svc_session::SessionRooms::External(crate::app::external_rooms(livekit)?))
         }
-        None => Some(start_room(&config, &store).await?),
+        None => {
+            let room = start_room(&config, &store).await?;
+            (Some(room.clone()), svc_session::SessionRooms::Embedded(room))
+        }
     };
     let provider_env = svc_provider::endpoint::ProviderEnv::from_env().context("reading provider settings")?;
     // Phone dial-out: the SIP user agent and its calls stop after the sessions have ended (their
@@ -55,11 +58,6 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
             tracing::info!("phone dial-out: off (no --sip-trunk)");
             None
         }
-    };
-    let rooms = match (&room, &config.livekit) {
-        (Some(room), _) => svc_session::SessionRooms::Embedded(room.clone()),
-        (None, Some(livekit)) => svc_session::SessionRooms::External(crate::app::external_rooms(livekit)?),
-        (None, None) => anyhow::bail!("no room for the sessions"),
     };
     let runtime = svc_session::Runtime::new(svc_session::RuntimeConfig {
         store: store.clone(),

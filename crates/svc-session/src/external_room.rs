@@ -24,10 +24,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use svc_room::client::{AudioSender, ClientError, ClientEvent, ClientEvents, ClientOptions, RoomClient};
 use svc_room::server_api::{ServerApi, ServerApiError};
-use svc_room::{OutboundMedia, RoomCredentials, RoomError, RpcError, proto};
+use svc_room::{OutboundMedia, RoomCredentials, RoomError, proto};
 
 use crate::room::{
     AgentRoom, AgentRoomEvent, CloseReason, FAILURE_QUEUE, PeerAudio, PeerSnapshot, TOOL_RESULT_METHOD, ToolResultCall,
+    rpc_answer,
 };
 
 /// Name of the agent's audio track (as in the embedded room).
@@ -38,7 +39,7 @@ const RTP_RATE_HZ: u128 = 48_000;
 const AGENT_TOKEN_SECONDS: i64 = 24 * 3600;
 /// How long a broken connection is rejoined before the agent counts as gone.
 pub const REJOIN_FOR: Duration = Duration::from_secs(15);
-/// The pause before the second rejoin attempt; it doubles with each failed one, up to 4 s.
+/// The pause before the second rejoin attempt; it doubles with each failed one, up to 2 s.
 const FIRST_REJOIN_PAUSE: Duration = Duration::from_millis(250);
 
 /// A LiveKit server svc's agents join as clients: its URL, its API key and secret (the agents'
@@ -102,7 +103,7 @@ impl ExternalRooms {
             .credentials
             .agent_token(room, identity, Some(name), attributes, expires_at)
             .map_err(|error| RoomError::Client(ClientError::Connect(format!("signing the agent's token: {error}"))))?;
-        let mut joined = ExternalRoom::join(&self.url, &token, BTreeMap::new()).await?;
+        let mut joined = ExternalRoom::join(&self.url, &token).await?;
         joined.deleted_on_close = Some((self.api.clone(), room.to_owned()));
         Ok(joined)
     }
@@ -142,17 +143,14 @@ impl std::fmt::Debug for ExternalRoom {
 
 impl ExternalRoom {
     /// Joins the room at `url` (the server's LiveKit URL) with `token` (an agent's join token
-    /// for the room, which grants publishing, data and its own attributes) and publishes the
-    /// agent's voice.
+    /// for the room, which grants publishing, data and its own attributes, and carries the
+    /// agent's first attributes) and publishes the agent's voice.
     ///
     /// # Errors
     ///
     /// [`RoomError::Client`] when the connection, the join or the publication fails.
-    pub async fn join(url: &str, token: &str, attributes: BTreeMap<String, String>) -> Result<ExternalRoom, RoomError> {
+    pub async fn join(url: &str, token: &str) -> Result<ExternalRoom, RoomError> {
         let client = connect(url, token).await?;
-        if !attributes.is_empty() {
-            client.try_set_attributes(attributes.clone().into_iter().collect())?;
-        }
         let audio = Mutex::new(client.audio_sender());
         let (client, events) = client.split_events();
         let mut room = ExternalRoom {
@@ -161,7 +159,7 @@ impl ExternalRoom {
             client,
             events,
             audio,
-            attributes,
+            attributes: BTreeMap::new(),
             rejoin: None,
             rtp_origin: OnceLock::new(),
             frames_dropped: AtomicU64::new(0),
@@ -220,11 +218,7 @@ impl ExternalRoom {
                 let pause = FIRST_REJOIN_PAUSE * 2u32.pow(rejoin.attempt.min(4) - 1);
                 tracing::debug!(%error, attempt = rejoin.attempt, "rejoin failed; trying again");
                 rejoin.attempt += 1;
-                rejoin.task = tokio::spawn(rejoin_attempt(
-                    self.url.clone(),
-                    self.token.clone(),
-                    pause.min(Duration::from_secs(4)),
-                ));
+                rejoin.task = tokio::spawn(rejoin_attempt(self.url.clone(), self.token.clone(), pause));
                 true
             }
             Err(error) => {
@@ -340,8 +334,7 @@ impl AgentRoom for ExternalRoom {
     }
 
     fn answer_tool_result(&mut self, call: &ToolResultCall, answer: Result<String, String>) {
-        let answer = answer.map_err(|message| RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, message));
-        let answered = self.client.try_respond_rpc(&call.caller, &call.request_id, answer);
+        let answered = self.client.try_respond_rpc(&call.caller, &call.request_id, rpc_answer(answer));
         self.refused("answer_tool_result", answered);
     }
 

@@ -142,6 +142,11 @@ pub trait AgentRoom: Send + 'static {
     }
 }
 
+/// A `svc.tool_result` verdict as the RPC answers it: a refusal is LiveKit's application error.
+pub(crate) fn rpc_answer(answer: Result<String, String>) -> Result<String, RpcError> {
+    answer.map_err(|message| RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, message))
+}
+
 /// The agent in the embedded room.
 pub struct EmbeddedRoom {
     server: RoomServer,
@@ -258,8 +263,7 @@ impl AgentRoom for EmbeddedRoom {
     }
 
     fn answer_tool_result(&mut self, call: &ToolResultCall, answer: Result<String, String>) {
-        let answer = answer.map_err(|message| RpcError::new(svc_room::rpc_codes::APPLICATION_ERROR, message));
-        let answered = self.participant.respond_rpc(&call.caller, &call.request_id, answer);
+        let answered = self.participant.respond_rpc(&call.caller, &call.request_id, rpc_answer(answer));
         self.refused("answer_tool_result", answered);
     }
 

@@ -113,7 +113,7 @@ async fn the_agent_holds_a_room_on_another_server_as_it_holds_the_embedded_one()
     let expires = in_ten_minutes();
     let attributes: BTreeMap<String, String> = [("svc.session_id".to_owned(), "s1".to_owned())].into();
     let token = credentials.agent_token(ROOM, "svc-agent", Some("Agent"), attributes, expires).expect("mint");
-    let mut agent = within("the agent's join", ExternalRoom::join(&url, &token, BTreeMap::new()))
+    let mut agent = within("the agent's join", ExternalRoom::join(&url, &token))
         .await
         .expect("the agent joins the room on the other server");
     assert_eq!(agent.identity(), "svc-agent");
@@ -332,8 +332,7 @@ async fn a_broken_connection_to_the_server_is_rejoined_with_the_agents_attribute
     let mut user = join_user(&server, ROOM).await;
     let expires = in_ten_minutes();
     let token = credentials.agent_token(ROOM, "svc-agent", None, BTreeMap::new(), expires).expect("mint");
-    let mut agent =
-        within("the join", ExternalRoom::join(&through_proxy, &token, BTreeMap::new())).await.expect("joins");
+    let mut agent = within("the join", ExternalRoom::join(&through_proxy, &token)).await.expect("joins");
     agent.set_attributes([("lk.agent.state".to_owned(), "listening".to_owned())].into());
     agent_wait(&mut agent, "the user, present at the join", |event| match event {
         AgentRoomEvent::Peer(peer) if peer.identity == "user" => Some(()),

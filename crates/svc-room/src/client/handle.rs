@@ -276,7 +276,8 @@ pub struct RoomClient {
     pub(super) events: mpsc::Receiver<ClientEvent>,
     pub(super) publish_timeout: Duration,
     pub(super) task: Option<tokio::task::JoinHandle<()>>,
-    /// [`ClientStats::audio_frames_dropped`], readable without asking the IO task.
+    /// [`ClientStats::audio_frames_dropped`], counted here only (the IO task adds to it, and
+    /// fills it into the stats it reports), so the handle reads it without asking.
     pub(super) audio_dropped: Arc<std::sync::atomic::AtomicU64>,
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::core::{ClientCore, ClientOutput, Role, disconnect_reason};
-use super::handle::{ClientError, ClientEvent, ClientOptions, Command, Post, RoomClient};
+use super::handle::{ClientError, ClientEvent, ClientOptions, ClientStats, Command, Post, RoomClient};
 use crate::wall_clock::unix_ms;
 
 type WebSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -323,8 +323,12 @@ impl Shell {
                 }
             }
             Command::Stats { reply } => {
+                let stats = ClientStats {
+                    audio_frames_dropped: self.audio_dropped.load(std::sync::atomic::Ordering::Relaxed),
+                    ..self.core.stats
+                };
                 // The caller gave up waiting; nothing to tell it.
-                let _ = reply.send(self.core.stats);
+                let _ = reply.send(stats);
             }
             Command::Leave => self.core.leave(),
         }
@@ -380,7 +384,7 @@ impl Shell {
                     let audio = matches!(event, ClientEvent::AudioFrame(_));
                     if self.events.try_send(event).is_err() {
                         if audio {
-                            self.core.stats.audio_frames_dropped += 1;
+                            // Counted where the handle reads it without asking this task.
                             self.audio_dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         } else {
                             self.core.stats.events_dropped += 1;

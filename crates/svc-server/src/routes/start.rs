@@ -194,11 +194,7 @@ pub(crate) async fn start_session(
         let create = svc_room::proto::CreateRoomRequest { name: room_name.clone(), ..Default::default() };
         if let Err(error) = external.api().create_room(create).await {
             tracing::error!(session.id = %session_id, %error, "the LiveKit server did not create the room");
-            app.store.finish_session(&session_id, "error", now_us(), None).await?;
-            return Err(ApiError::status(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The media server is unavailable; retry with backoff",
-            ));
+            return Err(end_unstarted(&app, &session_id, "The media server is unavailable; retry with backoff").await);
         }
     }
     let dispatch = DispatchRequest {
@@ -210,17 +206,22 @@ pub(crate) async fn start_session(
     };
     if let Err(error) = app.dispatcher.dispatch(dispatch).await {
         tracing::error!(session.id = %session_id, error = %error, "session dispatch failed");
-        app.store.finish_session(&session_id, "error", now_us(), None).await?;
-        return Err(ApiError::status(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The realtime backend is unavailable; retry with backoff",
-        ));
+        return Err(end_unstarted(&app, &session_id, "The realtime backend is unavailable; retry with backoff").await);
     }
     timings.dispatch_ms = elapsed_ms(phase);
     timings.total_ms = elapsed_ms(request_started);
     tracing::info!(session.id = %session_id, room = %room_name, total_ms = timings.total_ms, "session started");
     let livekit_url = livekit_url.to_owned();
     Ok(Json(StartResponse { livekit_url, token, room_name, session_id, timings }))
+}
+
+/// A stored session that cannot get going: it ends as `error`, and the caller is told to retry
+/// (`message`, a 503), unless storing the end fails, which is then the answer.
+async fn end_unstarted(app: &App, session_id: &str, message: &'static str) -> ApiError {
+    match app.store.finish_session(session_id, "error", now_us(), None).await {
+        Ok(_) => ApiError::status(StatusCode::SERVICE_UNAVAILABLE, message),
+        Err(error) => error.into(),
+    }
 }
 
 fn elapsed_ms(since: Instant) -> f64 {

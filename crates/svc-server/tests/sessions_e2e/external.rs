@@ -46,11 +46,7 @@ async fn a_conversation_in_a_room_on_another_livekit_server() {
     assert_eq!(observations["ready_frame"]["session_id"], id);
 
     // The conversation went as in the embedded room: every turn, the voice both ways.
-    let finals: Vec<&str> = events(&result, "transcript")
-        .into_iter()
-        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let finals = assistant_finals(&result);
     assert_eq!(finals, [greeting, spoken_reply, typed_reply]);
     let heard_by_fake = correlation(&mic_pcm(), 48_000, &fake_audio(&world.fake, 0), 24_000);
     assert!(heard_by_fake >= 0.9, "the microphone at the provider: correlation {heard_by_fake:.3}");

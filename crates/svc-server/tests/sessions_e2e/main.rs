@@ -51,11 +51,7 @@ async fn a_conversation_from_ready_to_stored_history() {
         assert!(states.contains(&state), "lk.agent.state went through {state}: {states:?}");
     }
     // The greeting came first, as the first assistant turn.
-    let finals: Vec<&str> = events(&result, "transcript")
-        .into_iter()
-        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let finals = assistant_finals(&result);
     assert_eq!(finals, [greeting, spoken_reply, typed_reply]);
     // The typed turn: the user's text, then the answer with markers in the spec's order and
     // fragments that add up to the final.
@@ -262,11 +258,7 @@ async fn silence_hooks_speak_then_end_the_call() {
     assert!(timeouts[0]["silence_ms"].as_u64().unwrap_or(0) >= 2000);
     assert_eq!(timeouts[1]["action"]["type"], "end_call");
     assert_eq!(observations["ended"]["reason"], "silence_timeout");
-    let finals: Vec<&str> = events(&result, "transcript")
-        .into_iter()
-        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let finals = assistant_finals(&result);
     assert_eq!(finals, ["Are you still there?", "Goodbye for now."], "the farewell is heard before the end");
 }
 
@@ -335,11 +327,7 @@ async fn a_browser_on_livekit_client_holds_a_conversation() {
         json!({"type": "ready", "session_id": id, "agent": null, "rejected_tools": [], "max_session_seconds": 14400});
     assert_eq!(observations["ready_frame"], ready);
     assert_eq!(observations["ready_attribute"], ready);
-    let finals: Vec<&str> = events(&result, "transcript")
-        .into_iter()
-        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let finals = assistant_finals(&result);
     assert_eq!(finals, [greeting, spoken_reply, "It is noon."]);
     let heard_by_fake = correlation(&mic_pcm(), 48_000, &fake_audio(&world.fake, 0), 24_000);
     assert!(heard_by_fake >= 0.9, "the browser's microphone at the provider: {heard_by_fake:.3}");
@@ -379,11 +367,7 @@ async fn spoken_turn(test: &'static str, flavor: Flavor, model: &str, input_rate
         "{test}: the provider's voice at the client: {heard_by_client:.3} (reference {})",
         reference.display()
     );
-    let finals: Vec<&str> = events(&result, "transcript")
-        .into_iter()
-        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let finals = assistant_finals(&result);
     assert_eq!(finals, [reply]);
     world.assert_no_input_dropped(&session_id(&result)).await;
     eprintln!("{test}: mic→provider {heard_by_fake:.3}, provider→client {heard_by_client:.3}");
@@ -424,11 +408,7 @@ async fn a_resumed_session_remembers_the_conversation_and_never_greets_again() {
         .finish(&world, Duration::from_secs(60))
         .await;
     assert_eq!(second["observations"]["spoke_first"], json!([]), "no greeting on resume");
-    let finals: Vec<&str> = events(&second, "transcript")
-        .into_iter()
-        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let finals = assistant_finals(&second);
     assert_eq!(finals, ["Your name is Ada."]);
     // The new upstream session was seeded with the first one's transcript.
     let seeded = world.fake.received().iter().filter(|r| r.connection == 1).any(|r| {
@@ -639,11 +619,7 @@ async fn a_local_agent_hears_the_user_and_answers_aloud() {
     let heard = heard.join(" ");
     let user_wer = wer(LOCAL_QUESTION, &heard);
     assert!(user_wer <= 0.10, "the user transcript {heard:?} (WER {user_wer:.2})");
-    let replies: Vec<&str> = events(&result, "transcript")
-        .into_iter()
-        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let replies = assistant_finals(&result);
     let reply = replies.first().copied().expect("the agent answered").to_owned();
     assert!(!reply.trim().is_empty());
     // What the client heard is the reply: Whisper reads the recording back.

@@ -497,6 +497,15 @@ pub(crate) fn events<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
     result["events"].as_array().into_iter().flatten().filter(|e| e["type"] == kind).collect()
 }
 
+/// The text of each final assistant transcript the client saw, in order.
+pub(crate) fn assistant_finals(result: &Value) -> Vec<&str> {
+    events(result, "transcript")
+        .into_iter()
+        .filter(|e| e["role"] == "ASSISTANT" && e["is_final"] == true)
+        .filter_map(|e| e["text"].as_str())
+        .collect()
+}
+
 pub(crate) fn session_id(result: &Value) -> String {
     result["observations"]["session_id"].as_str().expect("session id").to_owned()
 }
