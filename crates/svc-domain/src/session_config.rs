@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use svc_wire::{Loc, ValidationIssue};
 
@@ -46,7 +46,7 @@ const LEGACY_TOP_LEVEL_FIELDS: [&str; 12] = [
 ];
 
 /// The calling client's identity.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sdk {
     /// SDK name.
     pub name: String,
@@ -117,7 +117,7 @@ pub struct CatalogAgent {
 }
 
 /// Voice settings.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Voice {
     /// Provider-specific voice id.
     pub name: Option<String>,
@@ -126,7 +126,7 @@ pub struct Voice {
 }
 
 /// Noise cancellation mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoiseCancellation {
     /// None.
@@ -139,7 +139,7 @@ pub enum NoiseCancellation {
 }
 
 /// Audio options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AudioOptions {
     /// `false` runs text-only.
     pub output: bool,
@@ -154,7 +154,7 @@ impl Default for AudioOptions {
 }
 
 /// How readily user audio barges in over the assistant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InterruptionSensitivity {
     /// Harder to interrupt.

@@ -3,7 +3,7 @@
 //! catalog agent's stored configuration) becomes a [`ResolvedSession`], or the typed rejection
 //! the spec's table names. Pure: the server does every lookup first and passes the results in.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::limits::{GREETING_MAX_CHARS, INSTRUCTIONS_MAX_CHARS, char_len};
@@ -53,7 +53,7 @@ pub enum CatalogLookup<'a> {
 }
 
 /// What may be recorded for this session (consents narrowed by the request's store flags).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreFlags {
     /// Audio recording.
     pub audio: bool,
@@ -63,11 +63,21 @@ pub struct StoreFlags {
     pub video: bool,
 }
 
+/// Where the agent came from: the start's own persona, or the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// Supplied in the start request.
+    Inline,
+    /// A catalog agent run by handle.
+    Catalog,
+}
+
 /// The agent as it will run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedAgent {
-    /// `inline` or `catalog`.
-    pub kind: &'static str,
+    /// Inline or from the catalog.
+    pub kind: AgentKind,
     /// Catalog handle.
     pub name: Option<String>,
     /// The persona.
@@ -91,7 +101,7 @@ pub struct ResolvedAgent {
 }
 
 /// Everything the runtime needs to run the session. Serialized into the session row.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedSession {
     /// Caller identity.
     pub sdk: Sdk,
@@ -117,7 +127,7 @@ impl ResolvedSession {
     /// The `ready.agent` value: `{name, tools}` for a catalog agent, null for inline.
     pub fn ready_agent(&self) -> Value {
         match &self.agent.name {
-            Some(name) if self.agent.kind == "catalog" => {
+            Some(name) if self.agent.kind == AgentKind::Catalog => {
                 serde_json::json!({"name": name, "tools": tool_names(&self.agent.tools)})
             }
             _ => Value::Null,
@@ -154,7 +164,7 @@ pub fn resolve_start(
 ) -> Result<ResolvedSession, StartRejection> {
     let StartRequest { sdk, agent, session } = request;
     let (kind, name, agent) = match agent {
-        AgentRequest::Inline(inline) => ("inline", None, inline),
+        AgentRequest::Inline(inline) => (AgentKind::Inline, None, inline),
         AgentRequest::Catalog(catalog) => {
             let stored = match catalog_agent {
                 CatalogLookup::Found(config) => config,
@@ -183,7 +193,7 @@ pub fn resolve_start(
                     speaking_style: voice.speaking_style.or(base.speaking_style),
                 });
             }
-            ("catalog", Some(catalog.name), agent)
+            (AgentKind::Catalog, Some(catalog.name), agent)
         }
     };
     let model = resolve_model(context.catalog, agent.model.as_ref(), agent.model_options.as_ref())

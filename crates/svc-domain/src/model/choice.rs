@@ -2,7 +2,7 @@
 //! [`ModelChoice`] (a name, or a provider block with its knobs range-checked), reported as
 //! validation issues with exact `loc`s. Nothing here looks at the catalog.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use svc_wire::Loc;
 
@@ -135,7 +135,7 @@ pub struct ProviderABlock {
 }
 
 /// The provider_a `svc_vad` object; each field 0 to [`SVC_VAD_MS_MAX`] ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SvcVadParams {
     /// Silence that ends the user's turn.
     pub pause_ms: Option<u32>,

@@ -1,7 +1,7 @@
 //! The effective knob settings of a resolved model, one struct per provider: what the runtime
 //! and the provider adapters read.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     Eagerness, EndOfSpeechSensitivity, ProviderCReasoningEffort, ReasoningEffort, ServiceTier, SvcVadParams,
@@ -10,7 +10,7 @@ use super::{
 
 /// Effective knob settings per provider. `None` fields were not sent and have no default in the
 /// contract: the runtime (svc_vad) or the upstream decides.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "provider", rename_all = "snake_case")]
 pub enum Knobs {
     /// provider_a.
@@ -46,7 +46,7 @@ impl Knobs {
 }
 
 /// Effective provider_a settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderAKnobs {
     /// Sampling temperature.
     pub temperature: Option<f64>,
@@ -61,7 +61,7 @@ pub struct ProviderAKnobs {
 }
 
 /// provider_a detector with the knobs it reads.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ProviderATurnDetection {
     /// svc's own semantic turn detection (default).
@@ -78,14 +78,14 @@ pub enum ProviderATurnDetection {
 }
 
 /// Effective provider_b (and provider_b_mini) settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderBKnobs {
     /// The detector and its knobs.
     pub turn_detection: ProviderBTurnDetection,
 }
 
 /// provider_b detector with the knobs it reads.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ProviderBTurnDetection {
     /// Silence-based detection.
@@ -104,7 +104,7 @@ pub enum ProviderBTurnDetection {
 
 /// Effective provider_b_live settings (backend Responses knobs). The delegation mode is
 /// [`ResolvedModel::delegation`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderBLiveKnobs {
     /// Backend model under `responses` (catalog default filled in); `None` under `client`/`svc`.
     pub responses_model: Option<String>,
@@ -125,7 +125,7 @@ pub struct ProviderBLiveKnobs {
 }
 
 /// Effective provider_c settings. The detector is always `server_vad`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderCKnobs {
     /// Always [`TurnDetection::ServerVad`].
     pub turn_detection: TurnDetection,
@@ -142,7 +142,7 @@ pub struct ProviderCKnobs {
 }
 
 /// Effective provider_local settings. The detector is always svc's own (`server_vad`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderLocalKnobs {
     /// Silence that ends the turn, ms (`None`: the pipeline's default).
     pub silence_duration_ms: Option<u32>,

@@ -1,7 +1,7 @@
 //! The resolution stage: a parsed [`ModelChoice`] checked against a [`ModelCatalog`] and turned
 //! into one [`ResolvedModel`], or a typed [`ModelError`].
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use svc_wire::ErrorCode;
 
 use super::wire::one_of;
@@ -53,7 +53,7 @@ impl ModelError {
 }
 
 /// One concrete model with its effective settings: what the runtime runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedModel {
     /// The provider alias.
     pub alias: Provider,

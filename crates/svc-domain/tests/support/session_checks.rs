@@ -12,7 +12,7 @@ use svc_domain::model::{Delegation, ModelCatalog};
 use svc_domain::requests::is_agent_handle;
 use svc_domain::session_config::{AgentRequest, StartParseError, StartRequest, parse_start};
 use svc_domain::settings::RecordingConsents;
-use svc_domain::start::{CatalogLookup, ResolvedSession, StartContext, StartRejection, resolve_start};
+use svc_domain::start::{AgentKind, CatalogLookup, ResolvedSession, StartContext, StartRejection, resolve_start};
 use svc_domain::tools::{INLINE_TOOLS_MAX, ServerTool, ServerToolAvailability, TOOL_PROBLEMS_LISTED_MAX, ToolSpec};
 
 /// One fuzz input, decoded from the layout in docs/FUZZING.md: a selector byte, the header line
@@ -265,10 +265,21 @@ pub(crate) fn check_resolved(
     {
         return Err("instructions or greeting over their bound after resolution".to_owned());
     }
-    if (session.agent.kind == "catalog") != session.agent.name.is_some() {
-        return Err(format!("agent kind {} with name {:?}", session.agent.kind, session.agent.name));
+    if (session.agent.kind == AgentKind::Catalog) != session.agent.name.is_some() {
+        return Err(format!("agent kind {:?} with name {:?}", session.agent.kind, session.agent.name));
     }
-    serde_json::to_string(session).map_err(|error| format!("resolved session does not serialize: {error}"))?;
+    // Stored in the session row, and read back by the node that runs it (another one in worker
+    // mode, or the one that takes it over): the row must give back the very same session. Values
+    // nested deeper than serde_json's parser reads (128) are built in code by the depth test and
+    // cannot arrive in a request body, whose parser has the same bound.
+    let stored = serde_json::to_string(session).map_err(|error| format!("resolved session does not serialize: {error}"))?;
+    if serde_json::from_str::<Value>(&stored).is_ok() {
+        let read_back: ResolvedSession = serde_json::from_str(&stored)
+            .map_err(|error| format!("stored session does not read back: {error}: {stored}"))?;
+        if &read_back != session {
+            return Err(format!("stored session reads back different: {stored}"));
+        }
+    }
     session.ready_agent();
     Ok(())
 }
