@@ -36,6 +36,7 @@ mod twirp;
 mod udp;
 mod wall_clock;
 mod webhook;
+pub mod worker;
 
 pub use core::{AUDIO_REORDER_WAIT, LATE_AFTER, LocalError, RoomDescription, RoomOptions};
 /// LiveKit's protocol types, as [`client`]'s events carry them.

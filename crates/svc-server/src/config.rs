@@ -15,6 +15,9 @@ use serde::Deserialize;
 use svc_domain::Host;
 use url::Url;
 
+mod livekit;
+pub use livekit::{DEFAULT_WORKER_CAPACITY, LiveKitServer, WorkerMode};
+
 /// Configuration sources as given (every field optional so layers can be merged).
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,6 +81,15 @@ pub struct ConfigArgs {
     /// Secret of --livekit-api-key.
     #[arg(long, global = true, env = "SVC_LIVEKIT_API_SECRET", value_name = "SECRET", hide_env_values = true)]
     pub livekit_api_secret: Option<String>,
+    /// With --livekit-url: work as that server's agent worker under this agent name (the same
+    /// on every node). Starts on any node are dispatched by LiveKit to the least loaded worker
+    /// [default: none, each node runs the sessions it starts].
+    #[arg(long, global = true, env = "SVC_LIVEKIT_AGENT_NAME", value_name = "NAME")]
+    pub livekit_agent_name: Option<String>,
+    /// With --livekit-agent-name: sessions this node runs before it reports itself full
+    /// [default: 100].
+    #[arg(long, global = true, env = "SVC_WORKER_CAPACITY", value_name = "N")]
+    pub worker_capacity: Option<usize>,
     /// UDP port of the embedded media room (all WebRTC traffic) [default: 7882; 0 = any free port].
     #[arg(long, global = true, env = "SVC_ROOM_UDP_PORT", value_name = "PORT")]
     pub room_udp_port: Option<u16>,
@@ -357,57 +369,6 @@ pub struct RoomConfig {
     pub webhook_urls: Vec<Url>,
 }
 
-/// A LiveKit server svc runs its sessions' rooms on (`--livekit-url` and its key).
-#[derive(Clone, PartialEq, Eq)]
-pub struct LiveKitServer {
-    /// The URL clients and the agents join.
-    pub url: Url,
-    /// API key.
-    pub api_key: String,
-    /// Its secret.
-    pub api_secret: String,
-}
-
-impl std::fmt::Debug for LiveKitServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LiveKitServer")
-            .field("url", &self.url.as_str())
-            .field("api_key", &self.api_key)
-            .finish_non_exhaustive()
-    }
-}
-
-impl LiveKitServer {
-    /// The three settings together, or none of them.
-    fn resolve(
-        url: Option<String>,
-        api_key: Option<String>,
-        api_secret: Option<String>,
-    ) -> Result<Option<LiveKitServer>, ConfigError> {
-        let (url, api_key, api_secret) = match (url, api_key, api_secret) {
-            (None, None, None) => return Ok(None),
-            (Some(url), Some(key), Some(secret)) => (url, key, secret),
-            _ => {
-                return Err(invalid(
-                    "--livekit-url",
-                    "--livekit-url, --livekit-api-key and --livekit-api-secret go together",
-                ));
-            }
-        };
-        let parsed = Url::parse(&url).map_err(|error| invalid("--livekit-url", format!("`{url}`: {error}")))?;
-        if !matches!(parsed.scheme(), "ws" | "wss" | "http" | "https") || parsed.host_str().is_none() {
-            return Err(invalid("--livekit-url", "a ws://, wss://, http:// or https:// URL with a host"));
-        }
-        if api_key.is_empty() || api_key.chars().any(char::is_whitespace) {
-            return Err(invalid("--livekit-api-key", "the key must be non-empty and without spaces"));
-        }
-        if api_secret.is_empty() {
-            return Err(invalid("--livekit-api-secret", "the secret must be non-empty"));
-        }
-        Ok(Some(LiveKitServer { url: parsed, api_key, api_secret }))
-    }
-}
-
 /// LiveKit's default single-port UDP.
 pub const DEFAULT_ROOM_UDP_PORT: u16 = 7882;
 
@@ -500,6 +461,8 @@ impl ConfigArgs {
             livekit_url: self.livekit_url.clone().or(file.livekit_url),
             livekit_api_key: self.livekit_api_key.clone().or(file.livekit_api_key),
             livekit_api_secret: self.livekit_api_secret.clone().or(file.livekit_api_secret),
+            livekit_agent_name: self.livekit_agent_name.clone().or(file.livekit_agent_name),
+            worker_capacity: self.worker_capacity.or(file.worker_capacity),
             room_node_ip: self.room_node_ip.clone().or(file.room_node_ip),
             room_webhook_urls: self.room_webhook_urls.clone().or(file.room_webhook_urls),
             max_session_seconds: self.max_session_seconds.clone().or(file.max_session_seconds),
@@ -584,7 +547,13 @@ impl ConfigArgs {
         if self.room_api_secret.as_ref().is_some_and(|secret| secret.len() < 32) {
             return Err(invalid("--room-api-secret", "the secret must be at least 32 bytes"));
         }
-        let livekit = LiveKitServer::resolve(self.livekit_url, self.livekit_api_key, self.livekit_api_secret)?;
+        let mut livekit = LiveKitServer::resolve(self.livekit_url, self.livekit_api_key, self.livekit_api_secret)?;
+        let worker = WorkerMode::resolve(self.livekit_agent_name, self.worker_capacity)?;
+        match (&mut livekit, worker) {
+            (Some(livekit), worker) => livekit.worker = worker,
+            (None, Some(_)) => return Err(invalid("--livekit-agent-name", "worker mode needs --livekit-url")),
+            (None, None) => {}
+        }
         if livekit.is_some() && phone.is_some() {
             // svc's phone bridge joins the embedded room, which --livekit-url turns off.
             return Err(invalid("--sip-trunk", "phone dial-out is not available yet with --livekit-url"));

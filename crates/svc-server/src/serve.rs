@@ -70,6 +70,19 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
         phone: phone.clone(),
         tool_backends: config.tool_backends.clone(),
     });
+    // Worker mode: the sessions come from the LiveKit server's dispatch, to whichever node it
+    // picks; the worker stops after the sessions have ended (their jobs' ends reported).
+    let worker = match config.livekit.as_ref().and_then(|livekit| livekit.worker.as_ref()) {
+        Some(worker) => {
+            let settings = svc_session::worker::WorkerSettings {
+                agent_name: worker.agent_name.clone(),
+                capacity: worker.capacity,
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            };
+            Some(svc_session::worker::JobWorker::start(&runtime, settings).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
     let dispatcher = std::sync::Arc::new(crate::dispatch::RuntimeDispatcher(runtime.clone()));
     let app = AppState::with_dispatcher(config, store, dispatcher).await?;
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
@@ -144,6 +157,11 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     // HTTP side drains.
     if tokio::time::timeout(grace, runtime.shutdown()).await.is_err() {
         tracing::warn!("grace period over while ending sessions");
+    }
+    if let Some(worker) = &worker
+        && tokio::time::timeout(grace, worker.stop()).await.is_err()
+    {
+        tracing::warn!("grace period over while stopping the agent worker");
     }
     if let Some(phone) = &phone {
         phone_shutdown.cancel();

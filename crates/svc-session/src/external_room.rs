@@ -107,6 +107,19 @@ impl ExternalRooms {
         joined.deleted_on_close = Some((self.api.clone(), room.to_owned()));
         Ok(joined)
     }
+
+    /// Joins `room` at `url` with `token`, signed by the server for the agent (a job's
+    /// assignment in worker mode: the identity, name and attributes are in it), and publishes
+    /// its voice; closing the returned room deletes it on the server.
+    ///
+    /// # Errors
+    ///
+    /// [`RoomError::Client`] when the join fails.
+    pub async fn join_assigned(&self, url: &str, token: &str, room: &str) -> Result<ExternalRoom, RoomError> {
+        let mut joined = ExternalRoom::join(url, token).await?;
+        joined.deleted_on_close = Some((self.api.clone(), room.to_owned()));
+        Ok(joined)
+    }
 }
 
 /// The agent in a room on another LiveKit server.

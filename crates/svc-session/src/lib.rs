@@ -11,6 +11,8 @@
 //!   and the per-session writer task.
 //! - [`media`]: what each media path dropped or delivered late, per session and summed.
 //! - [`runtime`]: [`runtime::Runtime`], which starts sessions and ends them all at shutdown.
+//! - [`external_room`], [`worker`]: the agent in a room on a LiveKit server, and this node as
+//!   that server's agent worker (the sessions come from its dispatch).
 
 pub mod actor;
 pub mod core;
@@ -21,6 +23,7 @@ pub mod persist;
 pub mod recording;
 pub mod room;
 pub mod runtime;
+pub mod worker;
 
 pub use runtime::{
     DialError, DialRequest, EndError, Runtime, RuntimeConfig, RuntimeError, SessionRequest, SessionRooms,

@@ -212,6 +212,11 @@ impl Runtime {
         }
     }
 
+    /// How the runtime runs sessions.
+    pub(crate) fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
     /// Sessions running now.
     pub fn live_sessions(&self) -> usize {
         self.inner.live.load(Ordering::Relaxed)
@@ -234,6 +239,22 @@ impl Runtime {
 
     /// Starts a session: returns once the agent is in the room and the adapter is connecting.
     pub async fn start_session(&self, request: SessionRequest) -> Result<(), RuntimeError> {
+        self.start(request, None).await
+    }
+
+    /// Starts a session whose agent joins with a token a LiveKit server signed for it (worker
+    /// mode: the job's assignment), at `url`; as [`Runtime::start_session`] otherwise.
+    pub async fn start_assigned(&self, request: SessionRequest, url: &str, token: &str) -> Result<(), RuntimeError> {
+        self.start(request, Some((url, token))).await
+    }
+
+    /// When session `session_id`, running here, has finished (its end stored, its room left);
+    /// `None` when it does not run here.
+    pub fn session_finished(&self, session_id: &str) -> Option<CancellationToken> {
+        self.sessions().get(session_id).map(|running| running.finished.clone())
+    }
+
+    async fn start(&self, request: SessionRequest, assigned: Option<(&str, &str)>) -> Result<(), RuntimeError> {
         let inner = &self.inner;
         if inner.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
@@ -260,7 +281,10 @@ impl Runtime {
                 self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
             }
             SessionRooms::External(external) => {
-                let room = external.join(room_name, &identity, &name, attributes).await?;
+                let room = match assigned {
+                    Some((url, token)) => external.join_assigned(url, token, room_name).await?,
+                    None => external.join(room_name, &identity, &name, attributes).await?,
+                };
                 self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
             }
         }
@@ -601,7 +625,7 @@ fn billed_seconds(answered_for: Duration) -> i64 {
     i64::try_from(answered_for.as_nanos().div_ceil(1_000_000_000)).unwrap_or(i64::MAX)
 }
 
-fn epoch_us() -> i64 {
+pub(crate) fn epoch_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX))

@@ -81,6 +81,8 @@ pub struct SessionRow {
     pub agent_speaking_ms: Option<i64>,
     /// Token counters (once recorded, if the provider reports any).
     pub tokens: Option<UsageTokens>,
+    /// The node that runs (or ran) it, once one took it.
+    pub node_id: Option<String>,
 }
 
 /// Final usage numbers of a session.
@@ -181,7 +183,7 @@ pub struct SessionFilter<'a> {
 }
 
 const SESSION_COLUMNS: &str = "id, workspace_id, project_id, source, status, usage_status, started_us, ended_us, \
-    provider, model, title, room_name, has_resumption_handle, turn_count, user_speaking_ms, agent_speaking_ms, tokens";
+    provider, model, title, room_name, has_resumption_handle, turn_count, user_speaking_ms, agent_speaking_ms, tokens, node_id";
 
 fn session_from_row(row: &AnyRow) -> StoreResult<SessionRow> {
     let tokens: Option<String> = row.try_get("tokens")?;
@@ -203,6 +205,7 @@ fn session_from_row(row: &AnyRow) -> StoreResult<SessionRow> {
         user_speaking_ms: row.try_get("user_speaking_ms")?,
         agent_speaking_ms: row.try_get("agent_speaking_ms")?,
         tokens: tokens.map(|text| parse_json("sessions.tokens", &text)).transpose()?,
+        node_id: row.try_get("node_id")?,
     })
 }
 
@@ -239,6 +242,15 @@ impl Store {
     pub async fn session_in_project(&self, project_id: &str, id: &str) -> StoreResult<Option<SessionRow>> {
         let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE project_id = $1 AND id = $2"))
             .bind(project_id)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(session_from_row).transpose()
+    }
+
+    /// The session `id`, whatever its project (for the node that runs it).
+    pub async fn session(&self, id: &str) -> StoreResult<Option<SessionRow>> {
+        let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;

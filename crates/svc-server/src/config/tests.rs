@@ -64,6 +64,14 @@ fn rejects_bad_values() {
             sip_caller_number: Some("+15550100".into()),
             ..livekit("wss://x.livekit.cloud", "k", "s")
         },
+        ConfigArgs { livekit_agent_name: Some("svc".into()), ..Default::default() },
+        ConfigArgs { livekit_agent_name: Some("a name".into()), ..livekit("wss://x.livekit.cloud", "k", "s") },
+        ConfigArgs { worker_capacity: Some(10), ..livekit("wss://x.livekit.cloud", "k", "s") },
+        ConfigArgs {
+            livekit_agent_name: Some("svc".into()),
+            worker_capacity: Some(0),
+            ..livekit("wss://x.livekit.cloud", "k", "s")
+        },
     ];
     for args in cases {
         assert!(matches!(resolve(args.clone()), Err(ConfigError::Invalid { .. })), "{args:?}");
@@ -180,4 +188,15 @@ fn a_livekit_server_takes_its_url_key_and_secret_together() {
     let server = resolve(livekit("wss://x.livekit.cloud", "APIkey", "secret")).expect("valid").livekit.expect("set");
     assert_eq!((server.url.as_str(), server.api_key.as_str()), ("wss://x.livekit.cloud/", "APIkey"));
     assert!(!format!("{server:?}").contains("secret"), "the secret stays out of logs");
+}
+
+#[test]
+fn worker_mode_takes_an_agent_name_and_a_capacity_on_a_livekit_server() {
+    let server = resolve(livekit("wss://x.livekit.cloud", "k", "s")).expect("valid").livekit.expect("set");
+    assert_eq!(server.worker, None, "each node runs the sessions it starts by default");
+    let args = ConfigArgs { livekit_agent_name: Some("svc-agent".into()), ..livekit("wss://x.livekit.cloud", "k", "s") };
+    let worker = resolve(args.clone()).expect("valid").livekit.and_then(|server| server.worker).expect("worker mode");
+    assert_eq!((worker.agent_name.as_str(), worker.capacity), ("svc-agent", DEFAULT_WORKER_CAPACITY));
+    let sized = resolve(ConfigArgs { worker_capacity: Some(8), ..args }).expect("valid");
+    assert_eq!(sized.livekit.and_then(|server| server.worker).map(|worker| worker.capacity), Some(8));
 }

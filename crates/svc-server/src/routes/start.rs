@@ -189,24 +189,38 @@ pub(crate) async fn start_session(
 
     let phase = Instant::now();
     // On a LiveKit server of its own the room is created there first (the embedded room opens
-    // it as the agent joins).
+    // it as the agent joins); in worker mode with a dispatch of svc's agent, which LiveKit gives
+    // to the least loaded node (the session id is the job's metadata: the node reads it from
+    // the shared store), and nothing runs here.
+    let worker = app.config.livekit.as_ref().and_then(|livekit| livekit.worker.as_ref());
     if let Some(external) = &app.livekit {
-        let create = svc_room::proto::CreateRoomRequest { name: room_name.clone(), ..Default::default() };
+        let agents = worker.map(|worker| svc_room::proto::RoomAgentDispatch {
+            agent_name: worker.agent_name.clone(),
+            metadata: session_id.clone(),
+            ..Default::default()
+        });
+        let create = svc_room::proto::CreateRoomRequest {
+            name: room_name.clone(),
+            agents: agents.into_iter().collect(),
+            ..Default::default()
+        };
         if let Err(error) = external.api().create_room(create).await {
             tracing::error!(session.id = %session_id, %error, "the LiveKit server did not create the room");
             return Err(end_unstarted(&app, &session_id, "The media server is unavailable; retry with backoff").await);
         }
     }
-    let dispatch = DispatchRequest {
-        session_id: session_id.clone(),
-        workspace_id: caller.workspace.id.clone(),
-        room_name: room_name.clone(),
-        session: std::sync::Arc::new(resolved),
-        local_slot,
-    };
-    if let Err(error) = app.dispatcher.dispatch(dispatch).await {
-        tracing::error!(session.id = %session_id, error = %error, "session dispatch failed");
-        return Err(end_unstarted(&app, &session_id, "The realtime backend is unavailable; retry with backoff").await);
+    if worker.is_none() {
+        let dispatch = DispatchRequest {
+            session_id: session_id.clone(),
+            workspace_id: caller.workspace.id.clone(),
+            room_name: room_name.clone(),
+            session: std::sync::Arc::new(resolved),
+            local_slot,
+        };
+        if let Err(error) = app.dispatcher.dispatch(dispatch).await {
+            tracing::error!(session.id = %session_id, error = %error, "session dispatch failed");
+            return Err(end_unstarted(&app, &session_id, "The realtime backend is unavailable; retry with backoff").await);
+        }
     }
     timings.dispatch_ms = elapsed_ms(phase);
     timings.total_ms = elapsed_ms(request_started);

@@ -810,16 +810,18 @@ async fn on_a_livekit_server_the_start_creates_the_room_there(t: (TestApp, Arc<R
         // Lives as long as the test.
         let _ = axum::serve(listener, router).await;
     });
-    let on = |url: String| {
+    let on_as = |url: String, worker: Option<svc_server::config::WorkerMode>| {
         move |config: &mut Config| {
             all_providers(config);
             config.livekit = Some(svc_server::config::LiveKitServer {
                 url: url::Url::parse(&url).expect("url"),
                 api_key: KEY.to_owned(),
                 api_secret: SECRET.to_owned(),
+                worker,
             });
         }
     };
+    let on = |url: String| on_as(url, None);
 
     let recorder = Arc::new(Recorder::default());
     let t = TestApp::with(backend, on(url.clone()), recorder.clone()).await;
@@ -842,6 +844,43 @@ async fn on_a_livekit_server_the_start_creates_the_room_there(t: (TestApp, Arc<R
     let listed = t.get("/sessions", Some(&key)).await.expect(200);
     assert_eq!(listed[0]["status"], "error");
     assert_eq!(recorder.sessions.lock().expect("lock").len(), 1, "nothing dispatched");
+
+    // Worker mode: the room is created with a dispatch of svc's agent whose metadata is the
+    // session id, which a worker registered under that name is offered; nothing runs here.
+    let (tasks, stop) = (tokio_util::task::TaskTracker::new(), tokio_util::sync::CancellationToken::new());
+    let options = svc_room::worker::WorkerOptions {
+        url: url.clone(),
+        credentials: credentials.clone(),
+        agent_name: "svc-agent".to_owned(),
+        version: "test".to_owned(),
+        tls: None,
+    };
+    let (worker, mut events) = svc_room::worker::AgentWorker::start(options, &tasks, stop.clone()).expect("worker");
+    let registered = tokio::time::timeout(std::time::Duration::from_secs(10), events.recv()).await.expect("in time");
+    assert!(matches!(registered, Some(svc_room::worker::WorkerEvent::Registered { .. })), "{registered:?}");
+    let mode = svc_server::config::WorkerMode { agent_name: "svc-agent".to_owned(), capacity: 10 };
+    let t = TestApp::with(backend, on_as(url.clone(), Some(mode)), recorder.clone()).await;
+    let ws = t.workspace("acme").await;
+    let key = t.api_key(&ws, &[Scope::RealtimeStart, Scope::RealtimeRead]).await;
+    let started = t.post("/realtime/session/start", Some(&key), inline(json!({}))).await.expect(200);
+    let offered = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match events.recv().await.expect("the worker runs") {
+                svc_room::worker::WorkerEvent::Offer { job, .. } => return job,
+                _ => continue,
+            }
+        }
+    })
+    .await
+    .expect("the job is offered");
+    assert_eq!(offered.metadata, started["session_id"].as_str().expect("id"));
+    assert_eq!(offered.agent_name, "svc-agent");
+    assert_eq!(offered.room.map(|room| room.name), started["room_name"].as_str().map(str::to_owned));
+    assert_eq!(recorder.sessions.lock().expect("lock").len(), 1, "nothing runs on the node that started it");
+    worker.answer(&offered.id, svc_room::worker::OfferAnswer::Terminate);
+    stop.cancel();
+    tasks.close();
+    tasks.wait().await;
     livekit.shutdown().await;
 }
 

@@ -27,6 +27,7 @@ mod baresip;
 
 mod external;
 mod faults;
+mod workers;
 mod world;
 use world::*;
 

@@ -1,0 +1,128 @@
+//! Worker mode (issue 24): two `svc serve` nodes on one Postgres database register as agent
+//! workers of a LiveKit server (another `svc serve` plays it, as in `external.rs`) under one
+//! agent name. A start on either node creates the room there with a dispatch of that agent; the
+//! LiveKit server offers the job to the least loaded worker, which reads the session from the
+//! shared store and runs it. The official client talks with whichever node took it.
+
+use svc_room::server_api::ServerApi;
+
+use super::*;
+
+const LIVEKIT_KEY: &str = support::ROOM_API_KEY;
+const LIVEKIT_SECRET: &str = support::ROOM_API_SECRET;
+/// The agent name both nodes register and every start dispatches.
+const AGENT_NAME: &str = "svc-e2e";
+
+/// The LiveKit server, the world (node `node-a`, whose API the client uses) and a second worker
+/// node (`node-b`) on the same database.
+struct Fleet {
+    world: World,
+    db: svc_store::testing::TestDatabase,
+    livekit_url: String,
+    second_listen: String,
+    _second: support::Server,
+    _livekit: support::Server,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+async fn fleet(test: &'static str) -> Fleet {
+    let db = svc_store::testing::TestDatabase::new(svc_store::Backend::Postgres).await;
+    let livekit_listen = format!("127.0.0.1:{}", free_port());
+    let livekit_url = format!("ws://{livekit_listen}/room");
+    let worker = |node: &'static str| {
+        vec![
+            "--livekit-url".to_owned(),
+            livekit_url.clone(),
+            "--livekit-api-key".to_owned(),
+            LIVEKIT_KEY.to_owned(),
+            "--livekit-api-secret".to_owned(),
+            LIVEKIT_SECRET.to_owned(),
+            "--livekit-agent-name".to_owned(),
+            AGENT_NAME.to_owned(),
+            "--node-id".to_owned(),
+            node.to_owned(),
+        ]
+    };
+    let first = worker("node-a");
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let world = World::start_on(test, Flavor::OpenAi, &first, Some(&db.url)).await;
+    let livekit_dir = tempfile::tempdir().expect("tempdir");
+    let livekit =
+        support::Server::start_in(world.dir.join("livekit.log"), livekit_dir.path(), &livekit_listen, |_| {});
+    let second_dir = tempfile::tempdir().expect("tempdir");
+    let second_listen = format!("127.0.0.1:{}", free_port());
+    let mut args = vec!["--public-url".to_owned(), format!("http://{second_listen}")];
+    args.extend(["--server-tools".to_owned(), "end_call,speaker_log,examine_image".to_owned()]);
+    args.extend(worker("node-b"));
+    let second = start_server(&world.dir.join("node-b.log"), second_dir.path(), &second_listen, &world.server_env, &args);
+    Fleet {
+        world,
+        db,
+        livekit_url,
+        second_listen,
+        _second: second,
+        _livekit: livekit,
+        _dirs: [livekit_dir, second_dir],
+    }
+}
+
+impl Fleet {
+    /// The node that took session `id`, once one has (within 20 s).
+    async fn node_of(&self, id: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let row = self.db.store.session(id).await.expect("read").expect("stored");
+            if let Some(node) = row.node_id {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "no node took session {id}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh) and Postgres; run by scripts/test.sh"]
+async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
+    let fleet = fleet("workers").await;
+    let world = &fleet.world;
+
+    // A conversation: started through node A, run by whichever worker LiveKit picked.
+    let ([greeting, spoken_reply, typed_reply], config) = queue_conversation(world);
+    let result = world.client("conversation", config).finish(world, Duration::from_secs(90)).await;
+    let id = session_id(&result);
+    assert_eq!(result["observations"]["livekit_url"], fleet.livekit_url.as_str());
+    assert_eq!(assistant_finals(&result), [greeting, spoken_reply, typed_reply]);
+    let heard_by_fake = correlation(&mic_pcm(), 48_000, &fake_audio(&world.fake, 0), 24_000);
+    assert!(heard_by_fake >= 0.9, "the microphone at the provider: correlation {heard_by_fake:.3}");
+    let node = fleet.node_of(&id).await;
+    assert!(["node-a", "node-b"].contains(&node.as_str()), "{node}");
+    assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "completed");
+    let usage = world.final_usage(&id).await;
+    assert_eq!(usage["turn_count"], 3, "{usage}");
+    world.assert_no_input_dropped(&id).await;
+    let room = result["observations"]["room_name"].as_str().expect("room name").to_owned();
+    let api = ServerApi::new(&fleet.livekit_url, svc_room::RoomCredentials::new(LIVEKIT_KEY, LIVEKIT_SECRET))
+        .expect("url");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !api.list_rooms(vec![room.clone()]).await.expect("ListRooms").is_empty() {
+        assert!(Instant::now() < deadline, "room {room} is still open on the LiveKit server");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Six starts through node B: LiveKit spreads them over both workers by their load.
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let (status, bytes) =
+            http(&fleet.second_listen, "POST", "/api/v1/external/realtime/session/start", &world.key, Some(&body));
+        let started: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        assert_eq!(status, 200, "{started}");
+        ids.push(started["session_id"].as_str().expect("id").to_owned());
+    }
+    let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+    for id in &ids {
+        *per_node.entry(fleet.node_of(id).await).or_default() += 1;
+    }
+    assert!(per_node.values().all(|&count| count >= 2) && per_node.len() == 2, "spread: {per_node:?}");
+}
