@@ -151,6 +151,32 @@ impl ServerApi {
         Ok(())
     }
 
+    /// `RoomService.SendData`: `data` on the reliable channel under `topic`, to the
+    /// participants `to` (every one when empty), sent by the server (no participant).
+    ///
+    /// # Errors
+    ///
+    /// [`ServerApiError`] as the call failed (`not_found` for a room that is not open).
+    pub async fn send_data(
+        &self,
+        room: &str,
+        data: Vec<u8>,
+        topic: &str,
+        to: Vec<String>,
+    ) -> Result<(), ServerApiError> {
+        let grant = RoomGrant { room_admin: true, room: room.to_owned(), ..RoomGrant::default() };
+        let request = proto::SendDataRequest {
+            room: room.to_owned(),
+            data,
+            kind: proto::data_packet::Kind::Reliable as i32,
+            destination_identities: to,
+            topic: Some(topic.to_owned()),
+            ..Default::default()
+        };
+        let _: proto::SendDataResponse = self.call("livekit.RoomService", "SendData", grant, &request).await?;
+        Ok(())
+    }
+
     async fn call<Request: Message, Answer: Message + Default>(
         &self,
         service: &str,

@@ -427,6 +427,7 @@ impl<R: AgentRoom> SessionActor<R> {
                 tracing::debug!(session.id = %self.core.session_id(), command, %error, "room command failed");
             }
             AgentRoomEvent::Gone => self.core.handle_room_closed(now),
+            AgentRoomEvent::EndRequested { reason } => self.core.handle_end_request(now, &reason),
         }
     }
 

@@ -105,6 +105,7 @@ impl ExternalRooms {
             .map_err(|error| RoomError::Client(ClientError::Connect(format!("signing the agent's token: {error}"))))?;
         let mut joined = ExternalRoom::join(&self.url, &token).await?;
         joined.deleted_on_close = Some((self.api.clone(), room.to_owned()));
+        joined.control = Some(self.credentials.clone());
         Ok(joined)
     }
 
@@ -118,6 +119,7 @@ impl ExternalRooms {
     pub async fn join_assigned(&self, url: &str, token: &str, room: &str) -> Result<ExternalRoom, RoomError> {
         let mut joined = ExternalRoom::join(url, token).await?;
         joined.deleted_on_close = Some((self.api.clone(), room.to_owned()));
+        joined.control = Some(self.credentials.clone());
         Ok(joined)
     }
 }
@@ -142,6 +144,9 @@ pub struct ExternalRoom {
     inbound_dropped_before: u64,
     /// The room to delete on its server when the agent closes it.
     deleted_on_close: Option<(ServerApi, String)>,
+    /// The server's key, which control packets from other nodes are signed with
+    /// (`crate::control`); `None`: none are accepted.
+    control: Option<RoomCredentials>,
     /// Events for `next_event` before the client's: who was in the room at the join (the
     /// embedded room reports them as joining), then refusals at the hand-over (bounded as the
     /// embedded room's).
@@ -178,6 +183,7 @@ impl ExternalRoom {
             frames_dropped: AtomicU64::new(0),
             inbound_dropped_before: 0,
             deleted_on_close: None,
+            control: None,
             pending: VecDeque::new(),
         };
         room.report_present();
@@ -301,6 +307,19 @@ impl AgentRoom for ExternalRoom {
                         received_at: frame.received_at,
                         opus: Bytes::from_owner(frame.opus),
                     });
+                }
+                ClientEvent::Data(data) if data.topic.as_deref() == Some(crate::control::CONTROL_TOPIC) => {
+                    let room = &self.client.info().room_name;
+                    let request = self
+                        .control
+                        .as_ref()
+                        .and_then(|credentials| crate::control::read_end_request(credentials, room, &data.payload));
+                    match request {
+                        Some(reason) => return AgentRoomEvent::EndRequested { reason },
+                        None => {
+                            tracing::warn!(from = %data.from_identity, "a control packet that does not verify was ignored")
+                        }
+                    }
                 }
                 ClientEvent::Data(data) => {
                     return AgentRoomEvent::Data { from: data.from_identity, payload: Bytes::from(data.payload) };

@@ -15,6 +15,7 @@
 //!   that server's agent worker (the sessions come from its dispatch).
 
 pub mod actor;
+pub mod control;
 pub mod core;
 pub mod external_room;
 pub mod input;

@@ -102,6 +102,12 @@ pub enum AgentRoomEvent {
     },
     /// The agent is no longer in the room (removed, or the room closed).
     Gone,
+    /// Another node asked the session to end (`reason`), through the LiveKit server
+    /// (`crate::control`; external rooms only).
+    EndRequested {
+        /// The `session-ended` reason.
+        reason: String,
+    },
 }
 
 /// Why the session closes the room.

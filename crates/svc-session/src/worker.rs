@@ -14,9 +14,14 @@
 //! - **assignments** start the session (`Runtime::start_assigned`); a session that cannot start
 //!   ends as `error` (as a start the node could not dispatch), and the job is reported failed;
 //! - **terminations** end the session (`room_closed`);
-//! - **the status** (load, full, jobs) is reported every [`STATUS_EVERY`] and on every change.
+//! - **the status** is reported every [`STATUS_EVERY`] and on every change: the load is the
+//!   share of the capacity taken, so LiveKit spreads sessions by count; the CPU only says when
+//!   a node that runs sessions is full (a CPU share in the load, or in the availability of a
+//!   node without sessions, made a node that was loading its local models at start look busy
+//!   for seconds, and a burst of starts all went to the other node).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -88,6 +93,7 @@ impl JobWorker {
             cpu: CpuMeter::new(),
             accepted: HashMap::new(),
             running: Arc::default(),
+            starting: Arc::default(),
             tasks: tasks.clone(),
         };
         tasks.spawn(jobs.run(events, shutdown.clone()));
@@ -119,6 +125,9 @@ struct Jobs {
     accepted: HashMap<String, Accepted>,
     /// Jobs running here: job id → session id.
     running: Arc<Mutex<HashMap<String, String>>>,
+    /// Jobs assigned whose session is starting (joining, connecting): not yet among the
+    /// runtime's live sessions, no longer among the accepted offers, and still load.
+    starting: Arc<AtomicUsize>,
     tasks: TaskTracker,
 }
 
@@ -152,12 +161,17 @@ impl Jobs {
     }
 
     fn status(&self) -> WorkerStatus {
-        let taken = self.runtime.live_sessions() + self.accepted.len();
+        let taken = self.runtime.live_sessions() + self.accepted.len() + self.starting.load(Ordering::Relaxed);
         let sessions = taken as f32 / self.capacity as f32;
         let cpu = self.cpu.share();
-        let available = taken < self.capacity && cpu < CPU_FULL && self.runtime.can_start().is_ok();
-        let jobs = u32::try_from(self.runtime.live_sessions()).unwrap_or(u32::MAX);
-        WorkerStatus { available, load: sessions.max(cpu).min(1.0), jobs }
+        // The CPU makes a node full only when its sessions spend it (the capacity set too high
+        // for the machine): the work of a node without one (loading its local models at
+        // start) passes, and it takes sessions meanwhile.
+        let cpu_full = self.runtime.live_sessions() > 0 && cpu >= CPU_FULL;
+        let available = taken < self.capacity && !cpu_full && self.runtime.can_start().is_ok();
+        // The sessions accepted and not started yet count as jobs: the load includes them.
+        let jobs = u32::try_from(taken).unwrap_or(u32::MAX);
+        WorkerStatus { available, load: sessions.min(1.0), jobs }
     }
 
     async fn handle(&mut self, event: WorkerEvent, ended: &mpsc::UnboundedSender<()>) {
@@ -185,13 +199,18 @@ impl Jobs {
 
     /// Whether this node takes `job`, and as whom its agent joins.
     async fn answer(&mut self, job: &proto::Job, resuming: bool) -> OfferAnswer {
-        if !self.status().available {
+        let status = self.status();
+        if !status.available {
+            tracing::info!(job = %job.id, load = status.load, jobs = status.jobs, cpu = self.cpu.share(),
+                "agent job offer declined: this node is full or draining");
             return OfferAnswer::Decline;
         }
         let session_id = job.metadata.as_str();
         let room_name = job.room.as_ref().map_or("", |room| room.name.as_str());
         let store = &self.runtime.config().store;
-        let read = async { Ok::<_, svc_store::StoreError>((store.session(session_id).await?, store.session_config(session_id).await?)) };
+        let read = async {
+            Ok::<_, svc_store::StoreError>((store.session(session_id).await?, store.session_config(session_id).await?))
+        };
         let (row, config) = match tokio::time::timeout(READ_BOUND, read).await {
             Ok(Ok(read)) => read,
             Ok(Err(error)) => {
@@ -229,6 +248,7 @@ impl Jobs {
             local_slot: None,
         };
         self.accepted.insert(job.id.clone(), Accepted { request, at: Instant::now() });
+        tracing::info!(job = %job.id, session.id = %session_id, load = status.load, "agent job offer accepted");
         OfferAnswer::Accept {
             identity: format!("agent-{session_id}"),
             name,
@@ -245,9 +265,14 @@ impl Jobs {
         };
         let (runtime, worker, running) = (self.runtime.clone(), self.worker.clone(), self.running.clone());
         let job_id = job.id.clone();
+        let starting = self.starting.clone();
+        starting.fetch_add(1, Ordering::Relaxed);
         self.tasks.spawn(async move {
             let session_id = request.session_id.clone();
-            match runtime.start_assigned(request, &url, &token).await {
+            let started = runtime.start_assigned(request, &url, &token).await;
+            // Started: a live session now (or none, when it failed).
+            starting.fetch_sub(1, Ordering::Relaxed);
+            match started {
                 Ok(()) => {
                     running.lock().unwrap_or_else(PoisonError::into_inner).insert(job_id.clone(), session_id.clone());
                     // The status changes with the session's start (and again with its end).

@@ -272,7 +272,8 @@ pub(crate) fn check_resolved(
     // mode, or the one that takes it over): the row must give back the very same session. Values
     // nested deeper than serde_json's parser reads (128) are built in code by the depth test and
     // cannot arrive in a request body, whose parser has the same bound.
-    let stored = serde_json::to_string(session).map_err(|error| format!("resolved session does not serialize: {error}"))?;
+    let stored =
+        serde_json::to_string(session).map_err(|error| format!("resolved session does not serialize: {error}"))?;
     if serde_json::from_str::<Value>(&stored).is_ok() {
         let read_back: ResolvedSession = serde_json::from_str(&stored)
             .map_err(|error| format!("stored session does not read back: {error}: {stored}"))?;

@@ -5,8 +5,8 @@
 //! with a join token for the identity the worker chose; a worker that says no, or says nothing
 //! for [`ANSWER_TIMEOUT`], is passed over for the next. The choice among workers is by load: the
 //! least loaded of those that report themselves available (a worker marks itself full past its
-//! own threshold), ties to the one offered fewest jobs since its last report, so a burst spreads
-//! before new loads arrive. A job no worker can take waits for one to register or free up. A job
+//! own threshold), counting the jobs offered since its last report at its own load per job, so a
+//! burst spreads before new loads arrive. A job no worker can take waits for one to register or free up. A job
 //! whose worker died is offered again (`resuming`) once its agent has left the room as well.
 //!
 //! The shell (`super::service`) feeds it worker messages, API calls, room openings and closings
@@ -68,8 +68,23 @@ struct Worker {
     permissions: proto::ParticipantPermission,
     available: bool,
     load: f32,
-    /// Jobs offered since the worker's last load report (a tie-breaker within one report).
+    /// Jobs it said it runs with its last load.
+    jobs: u32,
+    /// Jobs offered since the worker's last load report.
     offered_since_report: u32,
+}
+
+/// The load a job adds to a worker that has not said what one costs it (it runs none yet).
+const DEFAULT_JOB_LOAD: f32 = 0.05;
+
+impl Worker {
+    /// The load it reported, and what the jobs offered since are expected to add (at its own
+    /// load per job): a burst of jobs spreads over the workers before their next reports, and
+    /// a worker whose load is mostly measurement noise does not take every job of one.
+    fn expected_load(&self) -> f32 {
+        let per_job = if self.jobs > 0 && self.load > 0.0 { self.load / self.jobs as f32 } else { DEFAULT_JOB_LOAD };
+        self.load + per_job * self.offered_since_report as f32
+    }
 }
 
 struct Offer {
@@ -147,6 +162,7 @@ impl Dispatcher {
             permissions,
             available: true,
             load: 0.0,
+            jobs: 0,
             offered_since_report: 0,
         };
         self.workers.insert(id.clone(), worker);
@@ -164,6 +180,7 @@ impl Dispatcher {
                     entry.available = status == proto::WorkerStatus::WsAvailable as i32;
                 }
                 entry.load = update.load;
+                entry.jobs = update.job_count;
                 entry.offered_since_report = 0;
                 if entry.available {
                     self.offer_waiting_jobs(now);
@@ -383,6 +400,8 @@ impl Dispatcher {
             let Some(job) = self.jobs.get_mut(&id) else { continue };
             job.offer = Some(Offer { worker: worker.clone(), deadline: now + self.answer_timeout });
             if let Some(entry) = self.workers.get_mut(&worker) {
+                tracing::info!(job = %id, worker, load = entry.load, jobs = entry.jobs,
+                    expected_load = entry.expected_load(), "agent job offered");
                 entry.offered_since_report += 1;
             }
             let request = proto::AvailabilityRequest { job: Some(job.proto.clone()), resuming: job.resuming };
@@ -401,7 +420,8 @@ impl Dispatcher {
                     && !passed_over.contains(*id)
             })
             .min_by(|(_, a), (_, b)| {
-                a.load.total_cmp(&b.load).then(a.offered_since_report.cmp(&b.offered_since_report))
+                (a.expected_load().total_cmp(&b.expected_load()))
+                    .then(a.offered_since_report.cmp(&b.offered_since_report))
             })
             .map(|(id, _)| id.clone())
     }

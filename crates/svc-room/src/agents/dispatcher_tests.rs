@@ -101,6 +101,26 @@ fn a_job_goes_to_the_least_loaded_available_worker_and_a_burst_spreads() {
 }
 
 #[test]
+fn a_burst_spreads_over_workers_whose_loads_differ_by_noise() {
+    let now = Instant::now();
+    let mut dispatcher = dispatcher();
+    let quiet = register(&mut dispatcher, now, "helper");
+    let noisy = register(&mut dispatcher, now, "helper");
+    dispatcher.handle_message(now, &quiet, load(0.0, true));
+    // A little CPU and no job: a job is expected to add the default share.
+    dispatcher.handle_message(now, &noisy, load(0.02, true));
+    let mut taken = std::collections::BTreeMap::<String, usize>::new();
+    for room in ["room-a", "room-b", "room-c", "room-d"] {
+        create(&mut dispatcher, now, room, "helper");
+        for (worker, _) in offers(&outputs(&mut dispatcher)) {
+            *taken.entry(worker).or_default() += 1;
+        }
+    }
+    assert_eq!(taken.get(&quiet), Some(&2), "{taken:?}");
+    assert_eq!(taken.get(&noisy), Some(&2), "{taken:?}");
+}
+
+#[test]
 fn a_declined_or_unanswered_offer_goes_to_the_next_worker_and_a_job_waits_for_one() {
     let now = Instant::now();
     let mut dispatcher = dispatcher();

@@ -5,7 +5,9 @@ use livekit_protocol as proto;
 use proto::server_message::Message as ServerMessage;
 use proto::worker_message::Message as WorkerMessage;
 
-use super::{CoreOutput, OfferAnswer, PING_EVERY, SILENCE_LIMIT, STATUS_REFRESH, WorkerCore, WorkerEvent, WorkerStatus};
+use super::{
+    CoreOutput, OfferAnswer, PING_EVERY, SILENCE_LIMIT, STATUS_REFRESH, WorkerCore, WorkerEvent, WorkerStatus,
+};
 
 const URL: &str = "wss://media.example.com";
 
@@ -53,7 +55,9 @@ fn an_offer_is_answered_once_with_the_identity_the_owner_chose() {
     let mut core = registered(now);
     core.handle_message(now, offer("AJ_1"));
     let outputs = drain(&mut core);
-    let [CoreOutput::Event(WorkerEvent::Offer { job, resuming: false })] = outputs.as_slice() else { panic!("{outputs:?}") };
+    let [CoreOutput::Event(WorkerEvent::Offer { job, resuming: false })] = outputs.as_slice() else {
+        panic!("{outputs:?}")
+    };
     assert_eq!(job.metadata, "session-1");
     let attributes = HashMap::from([("lk.agent.state".to_owned(), "initializing".to_owned())]);
     let accept = OfferAnswer::Accept { identity: "agent-1".to_owned(), name: "Ada".to_owned(), attributes };

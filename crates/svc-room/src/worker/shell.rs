@@ -12,8 +12,8 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
 
-use super::core::{CoreOutput, OfferAnswer, WorkerCore, WorkerEvent, WorkerStatus};
 use super::WorkerOptions;
+use super::core::{CoreOutput, OfferAnswer, WorkerCore, WorkerEvent, WorkerStatus};
 use crate::token::RoomGrant;
 use crate::wall_clock::unix_ms;
 

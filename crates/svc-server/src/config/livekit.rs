@@ -32,7 +32,10 @@ pub struct WorkerMode {
 pub const DEFAULT_WORKER_CAPACITY: usize = 100;
 
 impl WorkerMode {
-    pub(super) fn resolve(agent_name: Option<String>, capacity: Option<usize>) -> Result<Option<WorkerMode>, ConfigError> {
+    pub(super) fn resolve(
+        agent_name: Option<String>,
+        capacity: Option<usize>,
+    ) -> Result<Option<WorkerMode>, ConfigError> {
         let Some(agent_name) = agent_name else {
             if capacity.is_some() {
                 return Err(invalid("--worker-capacity", "only applies with --livekit-agent-name"));

@@ -194,7 +194,8 @@ fn a_livekit_server_takes_its_url_key_and_secret_together() {
 fn worker_mode_takes_an_agent_name_and_a_capacity_on_a_livekit_server() {
     let server = resolve(livekit("wss://x.livekit.cloud", "k", "s")).expect("valid").livekit.expect("set");
     assert_eq!(server.worker, None, "each node runs the sessions it starts by default");
-    let args = ConfigArgs { livekit_agent_name: Some("svc-agent".into()), ..livekit("wss://x.livekit.cloud", "k", "s") };
+    let args =
+        ConfigArgs { livekit_agent_name: Some("svc-agent".into()), ..livekit("wss://x.livekit.cloud", "k", "s") };
     let worker = resolve(args.clone()).expect("valid").livekit.and_then(|server| server.worker).expect("worker mode");
     assert_eq!((worker.agent_name.as_str(), worker.capacity), ("svc-agent", DEFAULT_WORKER_CAPACITY));
     let sized = resolve(ConfigArgs { worker_capacity: Some(8), ..args }).expect("valid");

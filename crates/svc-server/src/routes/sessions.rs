@@ -289,7 +289,9 @@ pub(crate) async fn delete_session(
     let row = find_session(&app, &caller, &session_id).await?;
     if row.ended_us.is_none() {
         match app.dispatcher.end(&session_id, SESSION_DELETED).await {
-            Ok(_) => {}
+            Ok(true) => {}
+            // Another node runs it: on a LiveKit server, it is asked there.
+            Ok(false) => end_on_its_node(&app, &row, SESSION_DELETED).await,
             Err(error) => {
                 tracing::warn!(session.id = %session_id, %error, "deleting a live session that would not end")
             }
@@ -317,6 +319,28 @@ pub(crate) async fn delete_session(
 
 /// The `session-ended` reason of a live session whose record is deleted.
 pub const SESSION_DELETED: &str = "session_deleted";
+
+/// Ends a live session another node runs, when the sessions' rooms are on a LiveKit server: the
+/// end request goes to its agent through that server (`svc_session::control`), and this waits
+/// (up to [`svc_session::runtime::END_WAIT`]) for the end to be stored. A session whose room is
+/// gone, or that does not end in time, is left to its node and the reaper.
+async fn end_on_its_node(app: &App, row: &SessionRow, reason: &str) {
+    let (Some(livekit), Some(room)) = (&app.livekit, &row.room_name) else { return };
+    if let Err(error) = livekit.request_end(room, &row.id, reason).await {
+        tracing::warn!(session.id = %row.id, %error, "could not ask the session's node to end it");
+        return;
+    }
+    let deadline = std::time::Instant::now() + svc_session::runtime::END_WAIT;
+    while std::time::Instant::now() < deadline {
+        match app.store.session(&row.id).await {
+            Ok(Some(stored)) if stored.ended_us.is_none() => {}
+            Ok(_) => return,
+            Err(error) => tracing::debug!(session.id = %row.id, %error, "reading the session's end"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tracing::warn!(session.id = %row.id, "the session's node did not store its end in time; deleting it anyway");
+}
 
 async fn find_session(app: &App, caller: &Caller, session_id: &str) -> ApiResult<SessionRow> {
     app.store

@@ -219,7 +219,9 @@ pub(crate) async fn start_session(
         };
         if let Err(error) = app.dispatcher.dispatch(dispatch).await {
             tracing::error!(session.id = %session_id, error = %error, "session dispatch failed");
-            return Err(end_unstarted(&app, &session_id, "The realtime backend is unavailable; retry with backoff").await);
+            return Err(
+                end_unstarted(&app, &session_id, "The realtime backend is unavailable; retry with backoff").await
+            );
         }
     }
     timings.dispatch_ms = elapsed_ms(phase);

@@ -41,20 +41,24 @@ async fn fleet(test: &'static str) -> Fleet {
             AGENT_NAME.to_owned(),
             "--node-id".to_owned(),
             node.to_owned(),
+            // Six sessions fill a node: each counts more than the CPU the test's other
+            // processes cost it, so the spread is by sessions.
+            "--worker-capacity".to_owned(),
+            "6".to_owned(),
         ]
     };
     let first = worker("node-a");
     let first: Vec<&str> = first.iter().map(String::as_str).collect();
     let world = World::start_on(test, Flavor::OpenAi, &first, Some(&db.url)).await;
     let livekit_dir = tempfile::tempdir().expect("tempdir");
-    let livekit =
-        support::Server::start_in(world.dir.join("livekit.log"), livekit_dir.path(), &livekit_listen, |_| {});
+    let livekit = support::Server::start_in(world.dir.join("livekit.log"), livekit_dir.path(), &livekit_listen, |_| {});
     let second_dir = tempfile::tempdir().expect("tempdir");
     let second_listen = format!("127.0.0.1:{}", free_port());
     let mut args = vec!["--public-url".to_owned(), format!("http://{second_listen}")];
     args.extend(["--server-tools".to_owned(), "end_call,speaker_log,examine_image".to_owned()]);
     args.extend(worker("node-b"));
-    let second = start_server(&world.dir.join("node-b.log"), second_dir.path(), &second_listen, &world.server_env, &args);
+    let second =
+        start_server(&world.dir.join("node-b.log"), second_dir.path(), &second_listen, &world.server_env, &args);
     Fleet {
         world,
         db,
@@ -102,8 +106,8 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
     assert_eq!(usage["turn_count"], 3, "{usage}");
     world.assert_no_input_dropped(&id).await;
     let room = result["observations"]["room_name"].as_str().expect("room name").to_owned();
-    let api = ServerApi::new(&fleet.livekit_url, svc_room::RoomCredentials::new(LIVEKIT_KEY, LIVEKIT_SECRET))
-        .expect("url");
+    let api =
+        ServerApi::new(&fleet.livekit_url, svc_room::RoomCredentials::new(LIVEKIT_KEY, LIVEKIT_SECRET)).expect("url");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !api.list_rooms(vec![room.clone()]).await.expect("ListRooms").is_empty() {
         assert!(Instant::now() < deadline, "room {room} is still open on the LiveKit server");
@@ -120,9 +124,34 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
         assert_eq!(status, 200, "{started}");
         ids.push(started["session_id"].as_str().expect("id").to_owned());
     }
-    let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+    let mut per_node = std::collections::BTreeMap::<String, Vec<String>>::new();
     for id in &ids {
-        *per_node.entry(fleet.node_of(id).await).or_default() += 1;
+        per_node.entry(fleet.node_of(id).await).or_default().push(id.clone());
     }
-    assert!(per_node.values().all(|&count| count >= 2) && per_node.len() == 2, "spread: {per_node:?}");
+    assert!(per_node.len() == 2 && per_node.values().all(|ids| ids.len() >= 2), "spread: {per_node:?}");
+
+    // DELETE through the node that does not run the session: the running node ends it
+    // (`session_deleted`, its end stored first), its room goes, then its record.
+    for (node, deleted_through, log) in [
+        ("node-a", fleet.second_listen.as_str(), world.dir.join("svc.log")),
+        ("node-b", world.server.listen.as_str(), world.dir.join("node-b.log")),
+    ] {
+        let id = &per_node[node][0];
+        let room = fleet.db.store.session(id).await.expect("read").and_then(|row| row.room_name).expect("room");
+        let (status, _) = http(deleted_through, "DELETE", &format!("/api/v1/external/sessions/{id}"), &world.key, None);
+        assert_eq!(status, 204, "DELETE of {id} (run by {node}) through another node");
+        assert!(fleet.db.store.session(id).await.expect("read").is_none(), "the record is gone");
+        let ended = std::fs::read_to_string(&log).expect("log");
+        assert!(
+            ended.lines().any(|line| line.contains("session ended")
+                && line.contains(id.as_str())
+                && line.contains("session_deleted")),
+            "{node} ended {id} as deleted"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !api.list_rooms(vec![room.clone()]).await.expect("ListRooms").is_empty() {
+            assert!(Instant::now() < deadline, "room {room} is still open on the LiveKit server");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
