@@ -537,9 +537,34 @@ async def network_change(client: Client) -> None:
     client.observations["ended"] = {k: v for k, v in ended.items() if k != "_topic"}
 
 
+async def takeover(client: Client) -> None:
+    """A typed turn (`--text`, then the `talked` mark); then the Rust test kills the node whose
+    agent runs the session (SIGKILL): LiveKit dispatches the job again, another node takes the
+    session over from the shared store, and its agent says `ready` again (the `ready-again` mark).
+    The same session then answers a second typed turn, which needs the first one to be answered
+    right."""
+    await client.wait_ready()
+    if json.loads(client.args.config).get("agent", {}).get("greeting"):
+        await client.wait_type("turn-complete", 20, role="ASSISTANT")
+    mark = len(client.events)
+    await client.send({"type": "send-text", "content": client.args.text})
+    await client.wait_type("turn-complete", 15, after=mark, role="ASSISTANT")
+    mark = len(client.events)
+    client.mark("talked")
+    await client.wait_type("ready", 40, after=mark)
+    client.mark("ready-again")
+    client.observations["types_between"] = client.types(mark)
+    mark = len(client.events)
+    await client.send({"type": "send-text", "content": "What is my name?"})
+    await client.wait_type("turn-complete", 15, after=mark, role="ASSISTANT")
+    await client.send({"type": "end"})
+    ended = await client.wait_type("session-ended", 10)
+    client.observations["ended"] = {k: v for k, v in ended.items() if k != "_topic"}
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn, shutdown, turn_on_cue, network_change)
+    for f in (conversation, tools, chunking, cap, hooks, barge_in, rotation, spoken_turn, typed_turn, shutdown, turn_on_cue, network_change, takeover)
 }
 
 

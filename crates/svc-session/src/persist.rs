@@ -13,7 +13,8 @@
 //! [`MAX_PENDING_TURNS`] turns and [`MAX_PENDING_EVENTS`] timeline events; beyond, the oldest
 //! are dropped and counted). Batches are numbered and stored once
 //! ([`Store::append_session_batch`]), so a retry of a batch whose commit landed but whose answer
-//! was lost stores nothing twice.
+//! was lost stores nothing twice; the numbers of one writer follow its start time, so a second
+//! writer of the session (another node that took it over) never reuses one.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -24,6 +25,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::core::Persist;
+use crate::runtime::epoch_us;
 
 /// How long a write is retried while the database is unreachable before it is given up (the
 /// session's end then falls to the reaper, which ends it as `error`).
@@ -172,8 +174,10 @@ fn lock(handoff: &Mutex<Handoff>) -> std::sync::MutexGuard<'_, Handoff> {
 }
 
 async fn run(store: Store, session_id: String, handoff: Arc<Mutex<Handoff>>, wake: Arc<Notify>) {
-    // The number of the next batch, which makes its retries recognizable.
-    let mut number = 0;
+    // The number of the next batch, which makes its retries recognizable. It starts at the
+    // writer's start in microseconds, not 0: a session taken over by another node (worker mode)
+    // has a second writer, whose batches must not pass for retries of the first one's.
+    let mut number = epoch_us();
     loop {
         wake.notified().await;
         // Everything added until now, and again after each write: what came in while it ran.

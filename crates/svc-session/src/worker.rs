@@ -13,6 +13,9 @@
 //!   assignment, the agent's identity `agent-<session id>` as in the embedded room;
 //! - **assignments** start the session (`Runtime::start_assigned`); a session that cannot start
 //!   ends as `error` (as a start the node could not dispatch), and the job is reported failed;
+//! - **a session another node ran** (LiveKit dispatches its job again when that node's worker
+//!   and agent are gone) is taken over from the store as a resumption of itself, never greeting
+//!   again;
 //! - **terminations** end the session (`room_closed`);
 //! - **the status** is reported every [`STATUS_EVERY`] and on every change: the load is the
 //!   share of the capacity taken, so LiveKit spreads sessions by count; the CPU only says when
@@ -230,15 +233,21 @@ impl Jobs {
             tracing::warn!(job = %job.id, session.id = %session_id, room = room_name, "the job's room is not its session's; its job ends");
             return OfferAnswer::Terminate;
         }
-        let session: ResolvedSession = match config.map(serde_json::from_value).transpose() {
+        let mut session: ResolvedSession = match config.map(serde_json::from_value).transpose() {
             Ok(Some(session)) => session,
             Ok(None) | Err(_) => {
                 tracing::error!(job = %job.id, session.id = %session_id, "the job's session has no readable configuration; its job ends");
                 return OfferAnswer::Terminate;
             }
         };
-        if resuming {
-            tracing::info!(job = %job.id, session.id = %session_id, "offered a job again after its worker was lost");
+        // A session a node ran before (it died, or lost the server, and LiveKit dispatched the
+        // job again) is taken over as a resumed conversation of itself: no greeting, the
+        // provider's resumption handle or else the stored transcript carried over, and the
+        // timeline's second `agent.joined` names it in `resumed_from`.
+        if let Some(previous) = &row.node_id {
+            tracing::info!(job = %job.id, session.id = %session_id, previous_node = %previous, resuming,
+                "taking over a session another node ran");
+            session.resume_session_id = Some(session_id.to_owned());
         }
         let name = session.agent.name.clone().unwrap_or_else(|| "Agent".to_owned());
         let request = SessionRequest {

@@ -123,3 +123,26 @@ async fn what_is_pushed_while_the_writer_is_busy_lands_without_another_input() {
     assert_eq!(texts(&db.store).await, ["one", "two", "three", "four"]);
     persister.finish(FinalRecord { status: "completed", ended_us: T0 + 1, usage: None, recording: None }).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_writer_of_the_session_stores_its_batches_too() {
+    // A session taken over by another node: its writer starts again while the first one's
+    // batches are stored. Each batch lands once; none of the second is taken for a retry.
+    let (db, _, _proxy, store) = through_a_proxy().await;
+    let mut first = Persister::start(store.clone(), "s-1");
+    first.push(turn("before"), T0);
+    first.flush();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while texts(&db.store).await.is_empty() {
+        assert!(Instant::now() < deadline, "the first writer stored nothing");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(first);
+    let mut second = Persister::start(store, "s-1");
+    second.push(turn("after"), T0 + 1);
+    second.push(event("session.taken_over"), T0 + 1);
+    second.finish(FinalRecord { status: "completed", ended_us: T0 + 2, usage: None, recording: None }).await;
+    assert_eq!(texts(&db.store).await, ["before", "after"]);
+    let timeline = db.store.timeline("s-1").await.expect("timeline");
+    assert_eq!(timeline.iter().filter(|row| row.kind == "session.taken_over").count(), 1);
+}

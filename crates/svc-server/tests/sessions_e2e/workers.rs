@@ -2,7 +2,9 @@
 //! workers of a LiveKit server (another `svc serve` plays it, as in `external.rs`) under one
 //! agent name. A start on either node creates the room there with a dispatch of that agent; the
 //! LiveKit server offers the job to the least loaded worker, which reads the session from the
-//! shared store and runs it. The official client talks with whichever node took it.
+//! shared store and runs it. The official client talks with whichever node took it, and goes on
+//! talking when that node is killed: LiveKit dispatches the job again, the other node takes the
+//! session over.
 
 use svc_room::server_api::ServerApi;
 
@@ -20,7 +22,7 @@ struct Fleet {
     db: svc_store::testing::TestDatabase,
     livekit_url: String,
     second_listen: String,
-    _second: support::Server,
+    second: support::Server,
     _livekit: support::Server,
     _dirs: [tempfile::TempDir; 2],
 }
@@ -59,15 +61,7 @@ async fn fleet(test: &'static str) -> Fleet {
     args.extend(worker("node-b"));
     let second =
         start_server(&world.dir.join("node-b.log"), second_dir.path(), &second_listen, &world.server_env, &args);
-    Fleet {
-        world,
-        db,
-        livekit_url,
-        second_listen,
-        _second: second,
-        _livekit: livekit,
-        _dirs: [livekit_dir, second_dir],
-    }
+    Fleet { world, db, livekit_url, second_listen, second, _livekit: livekit, _dirs: [livekit_dir, second_dir] }
 }
 
 impl Fleet {
@@ -154,4 +148,63 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh) and Postgres; run by scripts/test.sh"]
+async fn a_killed_nodes_session_continues_on_another_node() {
+    let mut fleet = fleet("takeover").await;
+    fleet.world.fake.queue([
+        Reply::Speak("Welcome!".into()),
+        Reply::Speak("Nice to meet you, Ada.".into()),
+        Reply::Speak("Your name is Ada.".into()),
+    ]);
+    let config = json!({"agent": {"type": "inline", "model": "provider_b", "greeting": "Welcome!"}});
+    let run = fleet.world.client_with("takeover", "takeover", config, &["--text", "My name is Ada."]);
+    run.mark("talked", Duration::from_secs(40)).await;
+    let sessions = fleet.world.get_json("/sessions");
+    let id = sessions[0]["id"].as_str().expect("the session").to_owned();
+    let ran_on = fleet.node_of(&id).await;
+
+    // The node that runs it dies: no shutdown, no goodbye.
+    let killed = Instant::now();
+    match ran_on.as_str() {
+        "node-a" => fleet.world.server.kill_now(),
+        _ => fleet.second.kill_now(),
+    }
+    run.mark("ready-again", Duration::from_secs(40)).await;
+    let recovery = killed.elapsed();
+    println!("takeover: from SIGKILL of {ran_on} to `ready` again: {} ms", recovery.as_millis());
+    let result = run.finish(&fleet.world, Duration::from_secs(90)).await;
+    assert_eq!(result["observations"]["types_between"], json!(["reconnecting", "ready"]), "what the client heard");
+
+    // The other node runs it now, as a resumption of itself: no greeting again, the model got
+    // the first turn, and the second is answered from it.
+    let now_on = fleet.node_of(&id).await;
+    assert_ne!(now_on, ran_on, "another node took the session over");
+    let finals = assistant_finals(&result);
+    assert_eq!(finals.last().copied(), Some("Your name is Ada."), "{finals:?}");
+    assert_eq!(finals.iter().filter(|&&text| text == "Welcome!").count(), 1, "greeted once: {finals:?}");
+    let seeded = fleet.world.fake.received().iter().filter(|r| r.connection == 1).any(|r| {
+        r.message.to_string().contains("My name is Ada.") && r.message.to_string().contains("Nice to meet you, Ada.")
+    });
+    assert!(seeded, "the new upstream session got the conversation so far");
+
+    // Stored once each, under one session that completed.
+    let store = &fleet.db.store;
+    let turns: Vec<(String, String)> =
+        store.transcript(&id).await.expect("transcript").into_iter().map(|turn| (turn.role, turn.text)).collect();
+    let texts: Vec<&str> = turns.iter().map(|(_, text)| text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["Welcome!", "My name is Ada.", "Nice to meet you, Ada.", "What is my name?", "Your name is Ada."]
+    );
+    let timeline = store.timeline(&id).await.expect("timeline");
+    let joined: Vec<&serde_json::Value> =
+        timeline.iter().filter(|row| row.kind == "agent.joined").map(|row| &row.data).collect();
+    assert_eq!(joined.len(), 2, "two agents, one per node");
+    assert_eq!(joined[1]["resumed_from"], json!(id));
+    let row = store.session(&id).await.expect("read").expect("stored");
+    assert_eq!(row.status, "completed");
+    assert!(recovery < Duration::from_secs(20), "recovery took {recovery:?}");
 }

@@ -421,6 +421,12 @@ impl SessionCore {
             "turn_detection": if core.gate.is_some() { "svc_vad" } else { "upstream" },
         });
         core.timeline(now, "agent.joined", data);
+        // A session taken over from a node that died (worker mode resumes it from itself): the
+        // client hears that the agent is reconnecting; `ready` follows as at any start.
+        if core.cfg.session.resume_session_id.as_deref() == Some(core.cfg.session_id.as_str()) {
+            core.timeline(now, "session.taken_over", json!({}));
+            core.emit(ServerEvent::Reconnecting { seconds_remaining: None }, None);
+        }
         core.update_agent_state(now);
         core
     }

@@ -936,3 +936,22 @@ fn a_dial_that_ends_after_its_session_still_reaches_the_clients_and_the_timeline
     );
     assert_eq!(h.timeline_kinds().last(), Some(&"dial.ended"));
 }
+
+#[test]
+fn a_session_taken_over_from_another_node_says_reconnecting_then_ready() {
+    let mut session = (*openai(json!({"greeting": "Welcome!"}))).clone();
+    session.resume_session_id = Some("sess-1".into());
+    let mut h = Harness::new(Arc::new(session));
+    assert_eq!(h.events.first().map(|event| event["type"].clone()), Some(json!("reconnecting")), "{:?}", h.events);
+    let taken_over = |persisted: &Persist| matches!(persisted, Persist::Timeline { kind: "session.taken_over", .. });
+    assert_eq!(h.persisted.iter().filter(|p| taken_over(p)).count(), 1);
+    h.provider(ProviderEvent::Ready { upstream_session_id: None });
+    let types: Vec<&Value> = h.events.iter().map(|event| &event["type"]).collect();
+    assert_eq!(types.iter().filter(|t| **t == "ready").count(), 1, "{types:?}");
+
+    // A session resumed from another one is not a takeover: no `reconnecting`.
+    let mut other = (*openai(json!({}))).clone();
+    other.resume_session_id = Some("an-earlier-session".into());
+    let h = Harness::new(Arc::new(other));
+    assert!(h.events.iter().all(|event| event["type"] != "reconnecting"), "{:?}", h.events);
+}
