@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use svc_audio::{PushOutcome, TrackDecoder, TrackDecoderConfig};
 use svc_provider_core::session::ProviderSession;
 use svc_provider_core::{ProviderEvent, ProviderInput};
-use svc_store::UsageRecord;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio_util::sync::CancellationToken;
 
@@ -275,7 +274,8 @@ impl<R: AgentRoom> SessionActor<R> {
                 () = sleep => self.core.handle_timeout(now()),
                 _ = heartbeat.tick() => {
                     let now = now();
-                    self.persister.heartbeat(self.now_us(now));
+                    let usage = self.core.usage_totals(now).record();
+                    self.persister.heartbeat(self.now_us(now), Some(usage));
                     self.flush_recording(now);
                 }
             }
@@ -353,8 +353,15 @@ impl<R: AgentRoom> SessionActor<R> {
                     {
                         fields.insert("media".to_owned(), self.media_counts().to_json());
                     }
-                    let now_us = self.now_us(now());
+                    let now = now();
+                    let now_us = self.now_us(now);
+                    // An assistant turn changes the usage: it goes with the same batch, so a node
+                    // that takes the session over counts every turn stored before.
+                    let turn = matches!(record, Persist::Turn { role: "assistant", .. });
                     self.persister.push(record, now_us);
+                    if turn {
+                        self.persister.heartbeat(now_us, Some(self.core.usage_totals(now).record()));
+                    }
                 }
                 Output::RunTool(job) => self.tool_jobs.start(job, self.tool_backends.clone()),
                 Output::AbortTool { call_id } => self.tool_jobs.abort(&call_id),
@@ -520,15 +527,7 @@ impl<R: AgentRoom> SessionActor<R> {
         self.room.close(reason).await;
         self.await_dial_end(grace_ends, false).await;
         let (status, usage) = match finish.status {
-            EndStatus::Completed if finish.usage.had_activity() => (
-                "completed",
-                Some(UsageRecord {
-                    turn_count: finish.usage.turn_count,
-                    user_speaking_ms: finish.usage.user_speaking_ms,
-                    agent_speaking_ms: finish.usage.agent_speaking_ms,
-                    tokens: finish.usage.tokens.clone(),
-                }),
-            ),
+            EndStatus::Completed if finish.usage.had_activity() => ("completed", Some(finish.usage.record())),
             EndStatus::Completed => ("completed", None),
             EndStatus::Error => ("error", None),
         };

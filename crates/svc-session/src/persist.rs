@@ -44,7 +44,8 @@ struct Batch {
     timeline: Vec<NewTimelineEvent>,
     /// `Some(handle)`: the latest handle (or its removal) to record.
     handle: Option<(Option<String>, i64)>,
-    heartbeat: Option<i64>,
+    /// The latest heartbeat, with the usage so far when the actor gave it.
+    heartbeat: Option<(i64, Option<UsageRecord>)>,
 }
 
 impl Batch {
@@ -133,9 +134,10 @@ impl Persister {
         self.dirty = true;
     }
 
-    /// Refreshes the session's heartbeat with the next batch.
-    pub fn heartbeat(&mut self, now_us: i64) {
-        self.handoff().pending.heartbeat = Some(now_us);
+    /// Refreshes the session's heartbeat with the next batch, and with `usage` its usage so far
+    /// (what a node that takes the session over carries on from).
+    pub fn heartbeat(&mut self, now_us: i64, usage: Option<UsageRecord>) {
+        self.handoff().pending.heartbeat = Some((now_us, usage));
         self.dirty = true;
     }
 
@@ -225,8 +227,8 @@ async fn write_batch(store: &Store, session_id: &str, number: &mut i64, batch: B
         })
         .await;
     }
-    if let Some(now) = batch.heartbeat
-        && let Err(error) = store.touch_session(session_id, now).await
+    if let Some((now, usage)) = batch.heartbeat
+        && let Err(error) = store.touch_session(session_id, now, usage.as_ref()).await
     {
         // Not retried: the next batch carries a newer one.
         tracing::warn!(session.id = %session_id, %error, "session heartbeat failed");

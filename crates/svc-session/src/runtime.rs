@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::actor::{Recording, SessionActor, SessionCommand};
-use crate::core::{AGENT_STATE_ATTRIBUTE, CoreConfig, SessionCore, Timing};
+use crate::core::{AGENT_STATE_ATTRIBUTE, CoreConfig, SessionCore, Timing, UsageTotals};
 use crate::external_room::ExternalRooms;
 use crate::input::InputAudio;
 use crate::media::{MediaCounts, MediaTotals};
@@ -77,6 +77,8 @@ struct Start {
     identity: String,
     input_rate_hz: u32,
     local: bool,
+    /// The usage of the parts that ran on another node, for a session taken over.
+    carried: UsageTotals,
 }
 
 /// A session to run.
@@ -271,6 +273,13 @@ impl Runtime {
             if local { Some(svc_local::INPUT_RATE_HZ) } else { svc_provider::input_rate_hz(&session.model) }
                 .ok_or_else(|| RuntimeError::UnknownFamily(session.model.family.clone()))?;
         let setup = self.setup(&session).await;
+        // A session resumed from itself is one taken over from a node that died: its usage
+        // so far is counted on (the dead node's heartbeats stored it).
+        let carried = if session.resume_session_id.as_deref() == Some(request.session_id.as_str()) {
+            self.usage_so_far(&request.session_id).await
+        } else {
+            UsageTotals::default()
+        };
         let identity = format!("agent-{}", request.session_id);
         let name = session.agent.name.clone().unwrap_or_else(|| "Agent".to_owned());
         let attributes = BTreeMap::from([(AGENT_STATE_ATTRIBUTE.to_owned(), "initializing".to_owned())]);
@@ -278,21 +287,21 @@ impl Runtime {
         match &config.rooms {
             SessionRooms::Embedded(server) => {
                 let room = EmbeddedRoom::join(server, room_name, &identity, &name, attributes).await?;
-                self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
+                self.launch(Start { request, setup, identity, input_rate_hz, local, carried }, room).await
             }
             SessionRooms::External(external) => {
                 let room = match assigned {
                     Some((url, token)) => external.join_assigned(url, token, room_name).await?,
                     None => external.join(room_name, &identity, &name, attributes).await?,
                 };
-                self.launch(Start { request, setup, identity, input_rate_hz, local }, room).await
+                self.launch(Start { request, setup, identity, input_rate_hz, local, carried }, room).await
             }
         }
     }
 
     /// Opens the provider, assembles the session's actor in `room` and runs it.
     async fn launch<R: AgentRoom>(&self, start: Start, room: R) -> Result<(), RuntimeError> {
-        let Start { request, setup, identity, input_rate_hz, local } = start;
+        let Start { request, setup, identity, input_rate_hz, local, carried } = start;
         let inner = &self.inner;
         let config = &inner.config;
         let session = request.session.clone();
@@ -322,6 +331,7 @@ impl Runtime {
             },
             started,
         );
+        core.carry_usage(carried);
         let mut media = MediaCounts::default();
         let recording = match session.store.audio.then(|| self.recording(&request.session_id, input_rate_hz, started)) {
             Some(Ok(recording)) => {
@@ -443,6 +453,23 @@ impl Runtime {
     /// or remove), so it is used as it is.
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
         self.inner.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The usage session `session_id` stored so far (the heartbeats of the node that ran it).
+    async fn usage_so_far(&self, session_id: &str) -> UsageTotals {
+        match self.inner.config.store.session(session_id).await {
+            Ok(Some(row)) => UsageTotals {
+                turn_count: row.turn_count.unwrap_or(0),
+                user_speaking_ms: row.user_speaking_ms.unwrap_or(0),
+                agent_speaking_ms: row.agent_speaking_ms.unwrap_or(0),
+                tokens: row.tokens,
+            },
+            Ok(None) => UsageTotals::default(),
+            Err(error) => {
+                tracing::warn!(session.id = %session_id, %error, "could not read the usage of the session taken over");
+                UsageTotals::default()
+            }
+        }
     }
 
     /// The adapter's setup, with the prior conversation when the session resumes one.

@@ -383,13 +383,33 @@ impl Store {
             .await?)
     }
 
-    /// Refreshes a live session's heartbeat. False if the session is no longer live.
-    pub async fn touch_session(&self, id: &str, now_us: i64) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE sessions SET heartbeat_us = $1 WHERE id = $2 AND status = 'active'")
-            .bind(now_us)
-            .bind(id)
-            .execute(&self.writer)
-            .await?;
+    /// Refreshes a live session's heartbeat and, given `usage`, its usage so far: what a node
+    /// that takes the session over carries on from (the API shows usage once it is recorded at
+    /// the end, not before). False if the session is no longer live.
+    pub async fn touch_session(&self, id: &str, now_us: i64, usage: Option<&UsageRecord>) -> StoreResult<bool> {
+        let done = match usage {
+            None => {
+                sqlx::query("UPDATE sessions SET heartbeat_us = $1 WHERE id = $2 AND status = 'active'")
+                    .bind(now_us)
+                    .bind(id)
+                    .execute(&self.writer)
+                    .await?
+            }
+            Some(usage) => {
+                sqlx::query(
+                    "UPDATE sessions SET heartbeat_us = $1, turn_count = $2, user_speaking_ms = $3, \
+                     agent_speaking_ms = $4, tokens = $5 WHERE id = $6 AND status = 'active'",
+                )
+                .bind(now_us)
+                .bind(usage.turn_count)
+                .bind(usage.user_speaking_ms)
+                .bind(usage.agent_speaking_ms)
+                .bind(usage.tokens.as_ref().map(to_json))
+                .bind(id)
+                .execute(&self.writer)
+                .await?
+            }
+        };
         Ok(done.rows_affected() > 0)
     }
 

@@ -423,7 +423,7 @@ async fn stale_sessions_are_reaped_and_heartbeats_keep_them_alive(store: Store) 
     store.insert_session(&live_session("old", &ws, &project, T0)).await.expect("insert");
     store.insert_session(&live_session("beating", &ws, &project, T0)).await.expect("insert");
     store.insert_session(&live_session("fresh", &ws, &project, T0 + 100_000_000)).await.expect("insert");
-    assert!(store.touch_session("beating", T0 + 90_000_000).await.expect("touch"));
+    assert!(store.touch_session("beating", T0 + 90_000_000, None).await.expect("touch"));
     let reaped = store.reap_stale_sessions(T0 + 60_000_000, T0 + 120_000_000).await.expect("reap");
     assert_eq!(reaped, vec!["old".to_owned()]);
     let old = store.session_in_project(&project, "old").await.expect("read").expect("row");
@@ -431,7 +431,7 @@ async fn stale_sessions_are_reaped_and_heartbeats_keep_them_alive(store: Store) 
         (old.status.as_str(), old.usage_status.as_str(), old.ended_us),
         ("error", "unavailable", Some(T0 + 120_000_000))
     );
-    assert!(!store.touch_session("old", T0 + 130_000_000).await.expect("touch"), "an ended session stays ended");
+    assert!(!store.touch_session("old", T0 + 130_000_000, None).await.expect("touch"), "an ended session stays ended");
     assert_eq!(store.timeline("old").await.expect("timeline")[0].data["reason"], "heartbeat_lost");
     assert_eq!(store.count_live_sessions(&ws).await.expect("count"), 2);
 }

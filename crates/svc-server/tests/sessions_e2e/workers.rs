@@ -206,5 +206,7 @@ async fn a_killed_nodes_session_continues_on_another_node() {
     assert_eq!(joined[1]["resumed_from"], json!(id));
     let row = store.session(&id).await.expect("read").expect("stored");
     assert_eq!(row.status, "completed");
+    // The usage covers both nodes' parts: the three replies, two of them before the kill.
+    assert_eq!((row.usage_status.as_str(), row.turn_count), ("recorded", Some(3)), "{row:?}");
     assert!(recovery < Duration::from_secs(20), "recovery took {recovery:?}");
 }

@@ -157,16 +157,17 @@ impl SessionCore {
         self.outputs.push_back(Output::Finished(Finish { status, reason: reason.to_owned(), usage }));
     }
 
-    /// Usage so far.
+    /// Usage so far (with what ran before a takeover).
     pub fn usage_totals(&self, now: Instant) -> UsageTotals {
         let ongoing = self.user_speaking_since.map_or(0, |since| millis(now.saturating_duration_since(since)));
-        UsageTotals {
+        let here = UsageTotals {
             turn_count: self.turn_count,
             user_speaking_ms: self.user_speaking_ms + ongoing,
             agent_speaking_ms: i64::try_from(self.playback.released_total).unwrap_or(i64::MAX)
                 * FRAME.as_millis() as i64,
             tokens: self.tokens.clone(),
-        }
+        };
+        self.carried.plus(&here)
     }
 
     pub(super) fn cap(&self) -> Option<Duration> {

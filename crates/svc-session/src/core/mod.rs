@@ -203,6 +203,40 @@ impl UsageTotals {
     pub fn had_activity(&self) -> bool {
         self.turn_count > 0 || self.user_speaking_ms > 0 || self.agent_speaking_ms > 0
     }
+
+    /// These totals and `other`'s, summed (the token counters field by field).
+    pub fn plus(&self, other: &UsageTotals) -> UsageTotals {
+        let tokens = match (&self.tokens, &other.tokens) {
+            (Some(a), Some(b)) => Some(UsageTokens {
+                input_tokens: a.input_tokens + b.input_tokens,
+                output_tokens: a.output_tokens + b.output_tokens,
+                total_tokens: a.total_tokens + b.total_tokens,
+                input_audio_tokens: a.input_audio_tokens + b.input_audio_tokens,
+                input_text_tokens: a.input_text_tokens + b.input_text_tokens,
+                input_image_tokens: a.input_image_tokens + b.input_image_tokens,
+                input_cached_tokens: a.input_cached_tokens + b.input_cached_tokens,
+                output_audio_tokens: a.output_audio_tokens + b.output_audio_tokens,
+                output_text_tokens: a.output_text_tokens + b.output_text_tokens,
+            }),
+            (one, other) => one.clone().or_else(|| other.clone()),
+        };
+        UsageTotals {
+            turn_count: self.turn_count + other.turn_count,
+            user_speaking_ms: self.user_speaking_ms + other.user_speaking_ms,
+            agent_speaking_ms: self.agent_speaking_ms + other.agent_speaking_ms,
+            tokens,
+        }
+    }
+
+    /// As the store keeps it.
+    pub fn record(&self) -> svc_store::UsageRecord {
+        svc_store::UsageRecord {
+            turn_count: self.turn_count,
+            user_speaking_ms: self.user_speaking_ms,
+            agent_speaking_ms: self.agent_speaking_ms,
+            tokens: self.tokens.clone(),
+        }
+    }
 }
 
 /// The end of the session.
@@ -350,6 +384,8 @@ pub struct SessionCore {
     turn_count: i64,
     user_speaking_ms: i64,
     tokens: Option<UsageTokens>,
+    /// The usage of the parts of the session that ran before it was taken over here.
+    carried: UsageTotals,
 }
 
 impl SessionCore {
@@ -410,6 +446,7 @@ impl SessionCore {
             turn_count: 0,
             user_speaking_ms: 0,
             tokens: None,
+            carried: UsageTotals::default(),
             cfg,
         };
         let model = &core.cfg.session.model;
@@ -429,6 +466,12 @@ impl SessionCore {
         }
         core.update_agent_state(now);
         core
+    }
+
+    /// Counts the usage of the parts of the session that ran before it was taken over here
+    /// (stored by the node that ran them) into this one's.
+    pub fn carry_usage(&mut self, earlier: UsageTotals) {
+        self.carried = earlier;
     }
 
     /// Hands every agent frame out with the PCM it was encoded from (for the recording, which

@@ -955,3 +955,19 @@ fn a_session_taken_over_from_another_node_says_reconnecting_then_ready() {
     let h = Harness::new(Arc::new(other));
     assert!(h.events.iter().all(|event| event["type"] != "reconnecting"), "{:?}", h.events);
 }
+
+#[test]
+fn the_usage_of_a_taken_over_session_counts_the_earlier_part() {
+    let mut h = Harness::live(openai(json!({})));
+    let tokens = |total| svc_wire::rest::UsageTokens { total_tokens: total, ..Default::default() };
+    h.core.carry_usage(UsageTotals {
+        turn_count: 2,
+        user_speaking_ms: 1_500,
+        agent_speaking_ms: 900,
+        tokens: Some(tokens(40)),
+    });
+    h.provider(ProviderEvent::Usage(tokens(10)));
+    let usage = h.core.usage_totals(h.now);
+    assert_eq!((usage.turn_count, usage.user_speaking_ms, usage.agent_speaking_ms), (2, 1_500, 900));
+    assert_eq!(usage.tokens.map(|tokens| tokens.total_tokens), Some(50));
+}
