@@ -41,7 +41,7 @@ impl ExternalRooms {
             self.credentials().grant_token(grant, crate::runtime::epoch_us() / 1_000_000 + CONTROL_TOKEN_SECONDS)?;
         let message = ControlMessage { r#type: "end".to_owned(), reason: reason.to_owned(), token };
         let payload = serde_json::to_vec(&message).unwrap_or_default();
-        let agent = format!("agent-{session_id}");
+        let agent = crate::runtime::agent_identity(session_id);
         self.api().send_data(room, payload, CONTROL_TOPIC, vec![agent]).await
     }
 }

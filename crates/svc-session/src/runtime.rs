@@ -280,7 +280,7 @@ impl Runtime {
         } else {
             UsageTotals::default()
         };
-        let identity = format!("agent-{}", request.session_id);
+        let identity = agent_identity(&request.session_id);
         let name = session.agent.name.clone().unwrap_or_else(|| "Agent".to_owned());
         let attributes = BTreeMap::from([(AGENT_STATE_ATTRIBUTE.to_owned(), "initializing".to_owned())]);
         let room_name = &request.room_name;
@@ -650,6 +650,11 @@ async fn watch_dial(
 /// to milliseconds first billed 14.0004 s as 14).
 fn billed_seconds(answered_for: Duration) -> i64 {
     i64::try_from(answered_for.as_nanos().div_ceil(1_000_000_000)).unwrap_or(i64::MAX)
+}
+
+/// The identity of session `session_id`'s agent in its room, on whichever node runs it.
+pub fn agent_identity(session_id: &str) -> String {
+    format!("agent-{session_id}")
 }
 
 pub(crate) fn epoch_us() -> i64 {

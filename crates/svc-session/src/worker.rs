@@ -259,7 +259,7 @@ impl Jobs {
         self.accepted.insert(job.id.clone(), Accepted { request, at: Instant::now() });
         tracing::info!(job = %job.id, session.id = %session_id, load = status.load, "agent job offer accepted");
         OfferAnswer::Accept {
-            identity: format!("agent-{session_id}"),
+            identity: crate::runtime::agent_identity(session_id),
             name,
             attributes: HashMap::from([(AGENT_STATE_ATTRIBUTE.to_owned(), "initializing".to_owned())]),
         }

@@ -1,10 +1,10 @@
-//! Worker mode (issue 24): two `svc serve` nodes on one Postgres database register as agent
-//! workers of a LiveKit server (another `svc serve` plays it, as in `external.rs`) under one
-//! agent name. A start on either node creates the room there with a dispatch of that agent; the
-//! LiveKit server offers the job to the least loaded worker, which reads the session from the
-//! shared store and runs it. The official client talks with whichever node took it, and goes on
-//! talking when that node is killed: LiveKit dispatches the job again, the other node takes the
-//! session over.
+//! Worker mode (issue 24), in the topology of a deployment: three `svc serve` nodes on one
+//! Postgres database register as agent workers of a LiveKit server (another `svc serve` plays it,
+//! as in `external.rs`) under one agent name. A start on any node creates the room there with a
+//! dispatch of that agent; the LiveKit server offers the job to the least loaded worker, which
+//! reads the session from the shared store and runs it. The official client talks with whichever
+//! node took it, and goes on talking when that node is killed: LiveKit dispatches the job again,
+//! another node takes the session over.
 
 use svc_room::server_api::ServerApi;
 
@@ -12,56 +12,59 @@ use super::*;
 
 const LIVEKIT_KEY: &str = support::ROOM_API_KEY;
 const LIVEKIT_SECRET: &str = support::ROOM_API_SECRET;
-/// The agent name both nodes register and every start dispatches.
+/// The agent name every node registers and every start dispatches.
 const AGENT_NAME: &str = "svc-e2e";
+/// Sessions a node takes: each counts for more than the CPU the test's other processes cost it.
+const CAPACITY: usize = 12;
 
-/// The LiveKit server, the world (node `node-a`, whose API the client uses) and a second worker
-/// node (`node-b`) on the same database.
+/// The LiveKit server and three worker nodes on one database: `node-a` is the world's (whose
+/// API the client uses), `node-b` and `node-c` are started beside it.
 struct Fleet {
     world: World,
     db: svc_store::testing::TestDatabase,
     livekit_url: String,
-    second_listen: String,
-    second: support::Server,
+    /// `node-b` and `node-c`: their listen addresses and processes.
+    others: Vec<(String, support::Server)>,
     _livekit: support::Server,
-    _dirs: [tempfile::TempDir; 2],
+    _dirs: Vec<tempfile::TempDir>,
 }
 
 async fn fleet(test: &'static str) -> Fleet {
     let db = svc_store::testing::TestDatabase::new(svc_store::Backend::Postgres).await;
     let livekit_listen = format!("127.0.0.1:{}", free_port());
     let livekit_url = format!("ws://{livekit_listen}/room");
-    let worker = |node: &'static str| {
-        vec![
-            "--livekit-url".to_owned(),
-            livekit_url.clone(),
-            "--livekit-api-key".to_owned(),
-            LIVEKIT_KEY.to_owned(),
-            "--livekit-api-secret".to_owned(),
-            LIVEKIT_SECRET.to_owned(),
-            "--livekit-agent-name".to_owned(),
-            AGENT_NAME.to_owned(),
-            "--node-id".to_owned(),
-            node.to_owned(),
-            // Six sessions fill a node: each counts more than the CPU the test's other
-            // processes cost it, so the spread is by sessions.
-            "--worker-capacity".to_owned(),
-            "6".to_owned(),
+    let worker = |node: &str| {
+        let capacity = CAPACITY.to_string();
+        [
+            ("--livekit-url", livekit_url.as_str()),
+            ("--livekit-api-key", LIVEKIT_KEY),
+            ("--livekit-api-secret", LIVEKIT_SECRET),
+            ("--livekit-agent-name", AGENT_NAME),
+            ("--node-id", node),
+            ("--worker-capacity", capacity.as_str()),
         ]
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_owned(), value.to_owned()])
+        .collect::<Vec<String>>()
     };
     let first = worker("node-a");
     let first: Vec<&str> = first.iter().map(String::as_str).collect();
     let world = World::start_on(test, Flavor::OpenAi, &first, Some(&db.url)).await;
     let livekit_dir = tempfile::tempdir().expect("tempdir");
     let livekit = support::Server::start_in(world.dir.join("livekit.log"), livekit_dir.path(), &livekit_listen, |_| {});
-    let second_dir = tempfile::tempdir().expect("tempdir");
-    let second_listen = format!("127.0.0.1:{}", free_port());
-    let mut args = vec!["--public-url".to_owned(), format!("http://{second_listen}")];
-    args.extend(["--server-tools".to_owned(), "end_call,speaker_log,examine_image".to_owned()]);
-    args.extend(worker("node-b"));
-    let second =
-        start_server(&world.dir.join("node-b.log"), second_dir.path(), &second_listen, &world.server_env, &args);
-    Fleet { world, db, livekit_url, second_listen, second, _livekit: livekit, _dirs: [livekit_dir, second_dir] }
+    let mut dirs = vec![livekit_dir];
+    let mut others = Vec::new();
+    for node in ["node-b", "node-c"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let listen = format!("127.0.0.1:{}", free_port());
+        let mut args = vec!["--public-url".to_owned(), format!("http://{listen}")];
+        args.extend(["--server-tools".to_owned(), "end_call,speaker_log,examine_image".to_owned()]);
+        args.extend(worker(node));
+        let log = world.dir.join(format!("{node}.log"));
+        others.push((listen.clone(), start_server(&log, dir.path(), &listen, &world.server_env, &args)));
+        dirs.push(dir);
+    }
+    Fleet { world, db, livekit_url, others, _livekit: livekit, _dirs: dirs }
 }
 
 impl Fleet {
@@ -75,6 +78,22 @@ impl Fleet {
             }
             assert!(Instant::now() < deadline, "no node took session {id}");
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The listen address of each node, `node-a` first.
+    fn listens(&self) -> Vec<(&'static str, &str)> {
+        let mut listens = vec![("node-a", self.world.server.listen.as_str())];
+        listens.extend(["node-b", "node-c"].into_iter().zip(self.others.iter().map(|(listen, _)| listen.as_str())));
+        listens
+    }
+
+    /// Kills node `node` with SIGKILL.
+    fn kill(&mut self, node: &str) {
+        match node {
+            "node-a" => self.world.server.kill_now(),
+            "node-b" => self.others[0].1.kill_now(),
+            _ => self.others[1].1.kill_now(),
         }
     }
 }
@@ -94,7 +113,7 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
     let heard_by_fake = correlation(&mic_pcm(), 48_000, &fake_audio(&world.fake, 0), 24_000);
     assert!(heard_by_fake >= 0.9, "the microphone at the provider: correlation {heard_by_fake:.3}");
     let node = fleet.node_of(&id).await;
-    assert!(["node-a", "node-b"].contains(&node.as_str()), "{node}");
+    assert!(["node-a", "node-b", "node-c"].contains(&node.as_str()), "{node}");
     assert_eq!(world.get_json(&format!("/sessions/{id}"))["status"], "completed");
     let usage = world.final_usage(&id).await;
     assert_eq!(usage["turn_count"], 3, "{usage}");
@@ -108,12 +127,14 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // Six starts through node B: LiveKit spreads them over both workers by their load.
+    // Thirty starts, ten through each node's API: LiveKit spreads them over the workers by
+    // their load.
     let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let listens = fleet.listens();
     let mut ids = Vec::new();
-    for _ in 0..6 {
-        let (status, bytes) =
-            http(&fleet.second_listen, "POST", "/api/v1/external/realtime/session/start", &world.key, Some(&body));
+    for k in 0..30 {
+        let (_, listen) = listens[k % 3];
+        let (status, bytes) = http(listen, "POST", "/api/v1/external/realtime/session/start", &world.key, Some(&body));
         let started: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         assert_eq!(status, 200, "{started}");
         ids.push(started["session_id"].as_str().expect("id").to_owned());
@@ -122,14 +143,15 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
     for id in &ids {
         per_node.entry(fleet.node_of(id).await).or_default().push(id.clone());
     }
-    assert!(per_node.len() == 2 && per_node.values().all(|ids| ids.len() >= 2), "spread: {per_node:?}");
+    let counts: Vec<usize> = per_node.values().map(Vec::len).collect();
+    println!("workers: 30 sessions spread as {counts:?}");
+    assert!(per_node.len() == 3 && counts.iter().all(|&count| (7..=CAPACITY).contains(&count)), "spread: {counts:?}");
 
     // DELETE through the node that does not run the session: the running node ends it
     // (`session_deleted`, its end stored first), its room goes, then its record.
-    for (node, deleted_through, log) in [
-        ("node-a", fleet.second_listen.as_str(), world.dir.join("svc.log")),
-        ("node-b", world.server.listen.as_str(), world.dir.join("node-b.log")),
-    ] {
+    for (node, through) in [("node-a", 1), ("node-b", 2), ("node-c", 0)] {
+        let (_, deleted_through) = listens[through];
+        let log = world.dir.join(if node == "node-a" { "svc.log".to_owned() } else { format!("{node}.log") });
         let id = &per_node[node][0];
         let room = fleet.db.store.session(id).await.expect("read").and_then(|row| row.room_name).expect("room");
         let (status, _) = http(deleted_through, "DELETE", &format!("/api/v1/external/sessions/{id}"), &world.key, None);
@@ -168,10 +190,7 @@ async fn a_killed_nodes_session_continues_on_another_node() {
 
     // The node that runs it dies: no shutdown, no goodbye.
     let killed = Instant::now();
-    match ran_on.as_str() {
-        "node-a" => fleet.world.server.kill_now(),
-        _ => fleet.second.kill_now(),
-    }
+    fleet.kill(&ran_on);
     run.mark("ready-again", Duration::from_secs(40)).await;
     let recovery = killed.elapsed();
     println!("takeover: from SIGKILL of {ran_on} to `ready` again: {} ms", recovery.as_millis());
