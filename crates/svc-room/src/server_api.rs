@@ -63,6 +63,23 @@ impl ServerApiError {
     }
 }
 
+/// A LiveKit URL (`ws(s)://` or `http(s)://`, as clients and SDKs are given it) as whether it
+/// is secure and its `host[:port][/path]` without query, fragment or trailing slash; `None`
+/// for another scheme or no host.
+pub(crate) fn split_livekit_url(url: &str) -> Option<(bool, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let secure = match scheme {
+        "ws" | "http" => false,
+        "wss" | "https" => true,
+        _ => return None,
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or_default().trim_end_matches('/');
+    if rest.split('/').next().is_none_or(str::is_empty) {
+        return None;
+    }
+    Some((secure, rest))
+}
+
 /// LiveKit's server API of one server.
 #[derive(Clone)]
 pub struct ServerApi {
@@ -86,17 +103,9 @@ impl ServerApi {
     ///
     /// [`ServerApiError::Url`] for another scheme or a URL without a host.
     pub fn new(livekit_url: &str, credentials: RoomCredentials) -> Result<ServerApi, ServerApiError> {
-        let invalid = || ServerApiError::Url(livekit_url.to_owned());
-        let (scheme, rest) = livekit_url.split_once("://").ok_or_else(invalid)?;
-        let scheme = match scheme {
-            "ws" | "http" => "http",
-            "wss" | "https" => "https",
-            _ => return Err(invalid()),
-        };
-        let rest = rest.split(['?', '#']).next().unwrap_or_default().trim_end_matches('/');
-        if rest.split('/').next().is_none_or(str::is_empty) {
-            return Err(invalid());
-        }
+        let (secure, rest) =
+            split_livekit_url(livekit_url).ok_or_else(|| ServerApiError::Url(livekit_url.to_owned()))?;
+        let scheme = if secure { "https" } else { "http" };
         Ok(ServerApi { base: format!("{scheme}://{rest}"), credentials, tls: svc_http::tls_config() })
     }
 

@@ -175,16 +175,8 @@ async fn sleep_until(due: Option<tokio::time::Instant>) {
 
 /// `<url>/agent`, `http(s)` spelled `ws(s)`, the URL's path kept.
 pub(super) fn agent_url(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = match scheme {
-        "ws" | "http" => "ws",
-        "wss" | "https" => "wss",
-        _ => return None,
-    };
-    let rest = rest.split(['?', '#']).next().unwrap_or_default().trim_end_matches('/');
-    if rest.split('/').next().is_none_or(str::is_empty) {
-        return None;
-    }
+    let (secure, rest) = crate::server_api::split_livekit_url(url)?;
+    let scheme = if secure { "wss" } else { "ws" };
     Some(format!("{scheme}://{rest}/agent"))
 }
 
@@ -212,5 +204,19 @@ async fn connect(options: &WorkerOptions) -> Result<WebSocket, String> {
         Ok(Ok((socket, _))) => Ok(socket),
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err(format!("no connection within {CONNECT_TIMEOUT:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_agent_url_is_the_livekit_url_with_its_path_and_agent() {
+        assert_eq!(super::agent_url("https://x.livekit.cloud").as_deref(), Some("wss://x.livekit.cloud/agent"));
+        assert_eq!(
+            super::agent_url("ws://127.0.0.1:7880/room/?a=b").as_deref(),
+            Some("ws://127.0.0.1:7880/room/agent")
+        );
+        assert_eq!(super::agent_url("ftp://x.livekit.cloud"), None);
+        assert_eq!(super::agent_url("wss:///room"), None);
     }
 }
