@@ -219,10 +219,6 @@ pub fn from_xai(usage: &Value) -> Option<UsageTokens> {
 }
 
 /// Saturating, never-negative `a + b`.
-fn add(a: i64, b: i64) -> i64 {
-    a.max(0).saturating_add(b.max(0))
-}
-
 /// Session-wide usage accumulator: sums per-response / per-turn token reports and keeps the
 /// non-token audio-seconds meter.
 ///
@@ -250,16 +246,7 @@ impl UsageMeter {
 
     /// Adds one report (saturating per field; negative fields count as 0).
     pub fn record(&mut self, report: &UsageTokens) {
-        let t = &mut self.totals;
-        t.input_tokens = add(t.input_tokens, report.input_tokens);
-        t.output_tokens = add(t.output_tokens, report.output_tokens);
-        t.total_tokens = add(t.total_tokens, report.total_tokens);
-        t.input_audio_tokens = add(t.input_audio_tokens, report.input_audio_tokens);
-        t.input_text_tokens = add(t.input_text_tokens, report.input_text_tokens);
-        t.input_image_tokens = add(t.input_image_tokens, report.input_image_tokens);
-        t.input_cached_tokens = add(t.input_cached_tokens, report.input_cached_tokens);
-        t.output_audio_tokens = add(t.output_audio_tokens, report.output_audio_tokens);
-        t.output_text_tokens = add(t.output_text_tokens, report.output_text_tokens);
+        self.totals = self.totals.plus(report);
         self.reports = self.reports.saturating_add(1);
     }
 

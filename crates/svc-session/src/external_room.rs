@@ -103,10 +103,7 @@ impl ExternalRooms {
             .credentials
             .agent_token(room, identity, Some(name), attributes, expires_at)
             .map_err(|error| RoomError::Client(ClientError::Connect(format!("signing the agent's token: {error}"))))?;
-        let mut joined = ExternalRoom::join(&self.url, &token).await?;
-        joined.deleted_on_close = Some((self.api.clone(), room.to_owned()));
-        joined.control = Some(self.credentials.clone());
-        Ok(joined)
+        self.join_assigned(&self.url, &token, room).await
     }
 
     /// Joins `room` at `url` with `token`, signed by the server for the agent (a job's

@@ -182,6 +182,26 @@ pub struct UsageTokens {
     pub output_text_tokens: i64,
 }
 
+impl UsageTokens {
+    /// These counters and `more`'s, summed field by field (saturating; a negative field counts
+    /// as 0: counters never go down).
+    #[must_use]
+    pub fn plus(&self, more: &UsageTokens) -> UsageTokens {
+        let add = |a: i64, b: i64| a.max(0).saturating_add(b.max(0));
+        UsageTokens {
+            input_tokens: add(self.input_tokens, more.input_tokens),
+            output_tokens: add(self.output_tokens, more.output_tokens),
+            total_tokens: add(self.total_tokens, more.total_tokens),
+            input_audio_tokens: add(self.input_audio_tokens, more.input_audio_tokens),
+            input_text_tokens: add(self.input_text_tokens, more.input_text_tokens),
+            input_image_tokens: add(self.input_image_tokens, more.input_image_tokens),
+            input_cached_tokens: add(self.input_cached_tokens, more.input_cached_tokens),
+            output_audio_tokens: add(self.output_audio_tokens, more.output_audio_tokens),
+            output_text_tokens: add(self.output_text_tokens, more.output_text_tokens),
+        }
+    }
+}
+
 /// `GET /sessions/{id}/usage` response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UsageSummary {

@@ -62,11 +62,7 @@ async fn a_conversation_in_a_room_on_another_livekit_server() {
     // The session's end deleted its room on the LiveKit server.
     let room = observations["room_name"].as_str().expect("room name").to_owned();
     let api = ServerApi::new(livekit_url, svc_room::RoomCredentials::new(LIVEKIT_KEY, LIVEKIT_SECRET)).expect("url");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !api.list_rooms(vec![room.clone()]).await.expect("ListRooms").is_empty() {
-        assert!(Instant::now() < deadline, "room {room} is still open on the LiveKit server");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_room_gone(&api, &room).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

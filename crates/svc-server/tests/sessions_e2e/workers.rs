@@ -121,11 +121,7 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
     let room = result["observations"]["room_name"].as_str().expect("room name").to_owned();
     let api =
         ServerApi::new(&fleet.livekit_url, svc_room::RoomCredentials::new(LIVEKIT_KEY, LIVEKIT_SECRET)).expect("url");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !api.list_rooms(vec![room.clone()]).await.expect("ListRooms").is_empty() {
-        assert!(Instant::now() < deadline, "room {room} is still open on the LiveKit server");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_room_gone(&api, &room).await;
 
     // Thirty starts, ten through each node's API: LiveKit spreads them over the workers by
     // their load.
@@ -164,11 +160,7 @@ async fn sessions_started_on_any_node_run_on_the_workers_livekit_picks() {
                 && line.contains("session_deleted")),
             "{node} ended {id} as deleted"
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !api.list_rooms(vec![room.clone()]).await.expect("ListRooms").is_empty() {
-            assert!(Instant::now() < deadline, "room {room} is still open on the LiveKit server");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        until_room_gone(&api, &room).await;
     }
 }
 

@@ -377,6 +377,15 @@ impl ClientRun {
     }
 }
 
+/// Waits up to 10 s for `room` to be gone from the LiveKit server that `api` calls.
+pub(crate) async fn until_room_gone(api: &svc_room::server_api::ServerApi, room: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !api.list_rooms(vec![room.to_owned()]).await.expect("ListRooms").is_empty() {
+        assert!(Instant::now() < deadline, "room {room} is still open on the LiveKit server");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub(crate) fn http_get(listen: &str, path: &str, key: &str) -> (u16, Vec<u8>) {
     http(listen, "GET", path, key, None)
 }

@@ -207,17 +207,7 @@ impl UsageTotals {
     /// These totals and `other`'s, summed (the token counters field by field).
     pub fn plus(&self, other: &UsageTotals) -> UsageTotals {
         let tokens = match (&self.tokens, &other.tokens) {
-            (Some(a), Some(b)) => Some(UsageTokens {
-                input_tokens: a.input_tokens + b.input_tokens,
-                output_tokens: a.output_tokens + b.output_tokens,
-                total_tokens: a.total_tokens + b.total_tokens,
-                input_audio_tokens: a.input_audio_tokens + b.input_audio_tokens,
-                input_text_tokens: a.input_text_tokens + b.input_text_tokens,
-                input_image_tokens: a.input_image_tokens + b.input_image_tokens,
-                input_cached_tokens: a.input_cached_tokens + b.input_cached_tokens,
-                output_audio_tokens: a.output_audio_tokens + b.output_audio_tokens,
-                output_text_tokens: a.output_text_tokens + b.output_text_tokens,
-            }),
+            (Some(a), Some(b)) => Some(a.plus(b)),
             (one, other) => one.clone().or_else(|| other.clone()),
         };
         UsageTotals {
