@@ -1,6 +1,6 @@
 //! A client of LiveKit's server API (Twirp, research/livekit.md §5.3), for a LiveKit server svc
 //! does not run (LiveKit Cloud, a self-hosted cluster, another svc): the rooms of its sessions
-//! created and deleted there, participants removed. Each call is signed as LiveKit's server SDKs
+//! created and deleted there, participants removed, phones dialled into them. Each call is signed as LiveKit's server SDKs
 //! sign it (a short-lived token with the one grant the method needs, from that server's API key
 //! and secret), sends a protobuf body (as the Go and Rust SDKs do) to
 //! `<url>/twirp/livekit.<Service>/<Method>` (the URL's path kept, as the Python SDK keeps it), and
@@ -13,7 +13,7 @@ use bytes::Bytes;
 use livekit_protocol as proto;
 use prost::Message;
 
-use crate::token::{RoomCredentials, RoomGrant, RoomTokenError};
+use crate::token::{RoomCredentials, RoomGrant, RoomTokenError, SipGrant};
 
 /// Longest one call may take, connect to last byte.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -186,6 +186,21 @@ impl ServerApi {
         Ok(())
     }
 
+    /// `SIP.CreateSIPParticipant`: dials `request.sip_call_to` through the server's outbound
+    /// trunk `request.sip_trunk_id` and joins the phone to `request.room_name` as a participant
+    /// of kind SIP, whose `sip.callStatus` attribute follows the call.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerApiError`] as the call failed (with `wait_until_answered`, a failed call too).
+    pub async fn create_sip_participant(
+        &self,
+        request: proto::CreateSipParticipantRequest,
+    ) -> Result<proto::SipParticipantInfo, ServerApiError> {
+        let sip = SipGrant { call: true, ..SipGrant::default() };
+        self.call_with("livekit.SIP", "CreateSIPParticipant", RoomGrant::default(), sip, &request).await
+    }
+
     async fn call<Request: Message, Answer: Message + Default>(
         &self,
         service: &str,
@@ -193,8 +208,19 @@ impl ServerApi {
         grant: RoomGrant,
         request: &Request,
     ) -> Result<Answer, ServerApiError> {
+        self.call_with(service, method, grant, SipGrant::default(), request).await
+    }
+
+    async fn call_with<Request: Message, Answer: Message + Default>(
+        &self,
+        service: &str,
+        method: &str,
+        grant: RoomGrant,
+        sip: SipGrant,
+        request: &Request,
+    ) -> Result<Answer, ServerApiError> {
         let expires_at = crate::wall_clock::unix_seconds() + CALL_TOKEN_SECONDS;
-        let token = self.credentials.grant_token(grant, expires_at)?;
+        let token = self.credentials.server_token(grant, sip, expires_at)?;
         let url = format!("{}/twirp/{service}/{method}", self.base);
         let headers = [("authorization".to_owned(), format!("Bearer {token}"))];
         let outgoing = svc_http::Outgoing {

@@ -208,6 +208,11 @@ impl RoomCredentials {
     /// A token carrying `grant` and no identity, valid until `expires_at` (epoch seconds): what a
     /// server API caller (`roomCreate`, `roomAdmin`, …) or an agent worker (`agent`) presents.
     pub fn grant_token(&self, grant: RoomGrant, expires_at: i64) -> Result<String, RoomTokenError> {
+        self.server_token(grant, SipGrant::default(), expires_at)
+    }
+
+    /// As [`RoomCredentials::grant_token`], with a `sip` grant too (LiveKit's SIP service).
+    pub fn server_token(&self, grant: RoomGrant, sip: SipGrant, expires_at: i64) -> Result<String, RoomTokenError> {
         self.mint(RoomToken {
             iss: String::new(),
             sub: String::new(),
@@ -219,7 +224,7 @@ impl RoomCredentials {
             attributes: BTreeMap::new(),
             video: grant,
             room_config: None,
-            sip: SipGrant::default(),
+            sip,
         })
     }
 

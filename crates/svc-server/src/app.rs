@@ -94,7 +94,15 @@ pub fn external_rooms(
     server: &crate::config::LiveKitServer,
 ) -> anyhow::Result<svc_session::external_room::ExternalRooms> {
     let credentials = svc_room::RoomCredentials::new(server.api_key.clone(), server.api_secret.as_bytes());
-    svc_session::external_room::ExternalRooms::new(server.url.as_str(), credentials).context("--livekit-url")
+    let rooms =
+        svc_session::external_room::ExternalRooms::new(server.url.as_str(), credentials).context("--livekit-url")?;
+    Ok(match &server.sip {
+        Some(sip) => rooms.with_sip_trunk(svc_session::external_room::SipTrunk {
+            trunk_id: sip.trunk_id.clone(),
+            caller_number: sip.caller_number.clone(),
+        }),
+        None => rooms,
+    })
 }
 
 impl AppState {

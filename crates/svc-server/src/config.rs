@@ -16,7 +16,7 @@ use svc_domain::Host;
 use url::Url;
 
 mod livekit;
-pub use livekit::{DEFAULT_WORKER_CAPACITY, LiveKitServer, WorkerMode};
+pub use livekit::{DEFAULT_WORKER_CAPACITY, LiveKitServer, LiveKitSip, WorkerMode};
 
 /// Configuration sources as given (every field optional so layers can be merged).
 #[derive(Debug, Clone, Default, Args, Deserialize)]
@@ -32,6 +32,11 @@ pub struct ConfigArgs {
     /// Directory for the SQLite database, secrets and recordings [default: ./svc-data].
     #[arg(long, global = true, env = "SVC_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Where session recordings are written and read [default: <data-dir>/recordings]. Nodes
+    /// sharing a database should share it too (a network filesystem): any node then serves a
+    /// recording, and a session taken over from a dead node continues its recording.
+    #[arg(long, global = true, env = "SVC_RECORDINGS_DIR", value_name = "DIR")]
+    pub recordings_dir: Option<PathBuf>,
     /// `postgres://…` to use Postgres instead of SQLite in the data directory.
     #[arg(long, global = true, env = "SVC_DATABASE_URL", value_name = "URL", hide_env_values = true)]
     pub database_url: Option<String>,
@@ -90,6 +95,11 @@ pub struct ConfigArgs {
     /// [default: 100].
     #[arg(long, global = true, env = "SVC_WORKER_CAPACITY", value_name = "N")]
     pub worker_capacity: Option<usize>,
+    /// With --livekit-url: phone dial-out through that server's SIP service, over its outbound
+    /// trunk with this id (`ST_…`); --sip-caller-number is the number dials present by default
+    /// [default: none, the dial route answers 403 `phone_calls_disabled`].
+    #[arg(long, global = true, env = "SVC_LIVEKIT_SIP_TRUNK_ID", value_name = "ID")]
+    pub livekit_sip_trunk_id: Option<String>,
     /// UDP port of the embedded media room (all WebRTC traffic) [default: 7882; 0 = any free port].
     #[arg(long, global = true, env = "SVC_ROOM_UDP_PORT", value_name = "PORT")]
     pub room_udp_port: Option<u16>,
@@ -176,7 +186,8 @@ pub struct ConfigArgs {
     /// Digest password for the trunk's challenges.
     #[arg(long, global = true, env = "SVC_SIP_PASSWORD", value_name = "SECRET", hide_env_values = true)]
     pub sip_password: Option<String>,
-    /// The caller number (E.164) a dial without `caller_number` presents; required with --sip-trunk.
+    /// The caller number (E.164) a dial without `caller_number` presents; required with
+    /// --sip-trunk and with --livekit-sip-trunk-id.
     #[arg(long, global = true, env = "SVC_SIP_CALLER_NUMBER", value_name = "E164")]
     pub sip_caller_number: Option<String>,
     /// Where the SIP socket binds [default: 0.0.0.0:5060].
@@ -305,6 +316,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Data directory (exists after validation).
     pub data_dir: PathBuf,
+    /// Where recordings are (`--recordings-dir`).
+    pub recordings: PathBuf,
     /// Store location.
     pub database: Database,
     /// Public base URL.
@@ -446,6 +459,7 @@ impl ConfigArgs {
             config: self.config.clone(),
             listen: self.listen.clone().or(file.listen),
             data_dir: self.data_dir.clone().or(file.data_dir),
+            recordings_dir: self.recordings_dir.clone().or(file.recordings_dir),
             database_url: self.database_url.clone().or(file.database_url),
             public_url: self.public_url.clone().or(file.public_url),
             jwt_secret: self.jwt_secret.clone().or(file.jwt_secret),
@@ -463,6 +477,7 @@ impl ConfigArgs {
             livekit_api_secret: self.livekit_api_secret.clone().or(file.livekit_api_secret),
             livekit_agent_name: self.livekit_agent_name.clone().or(file.livekit_agent_name),
             worker_capacity: self.worker_capacity.or(file.worker_capacity),
+            livekit_sip_trunk_id: self.livekit_sip_trunk_id.clone().or(file.livekit_sip_trunk_id),
             room_node_ip: self.room_node_ip.clone().or(file.room_node_ip),
             room_webhook_urls: self.room_webhook_urls.clone().or(file.room_webhook_urls),
             max_session_seconds: self.max_session_seconds.clone().or(file.max_session_seconds),
@@ -556,7 +571,16 @@ impl ConfigArgs {
         }
         if livekit.is_some() && phone.is_some() {
             // svc's phone bridge joins the embedded room, which --livekit-url turns off.
-            return Err(invalid("--sip-trunk", "phone dial-out is not available yet with --livekit-url"));
+            return Err(invalid(
+                "--sip-trunk",
+                "with --livekit-url, phones are dialled by that server's SIP service: --livekit-sip-trunk-id",
+            ));
+        }
+        let sip = LiveKitSip::resolve(self.livekit_sip_trunk_id, self.sip_caller_number.as_deref())?;
+        match (&mut livekit, sip) {
+            (Some(livekit), sip) => livekit.sip = sip,
+            (None, Some(_)) => return Err(invalid("--livekit-sip-trunk-id", "needs --livekit-url")),
+            (None, None) => {}
         }
         let (mut room_node_ips, mut room_public_ips) = (Vec::new(), Vec::new());
         for entry in self.room_node_ip.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -657,6 +681,7 @@ impl ConfigArgs {
             node_id,
             dev_workspace: self.dev_workspace.unwrap_or_default() == DevWorkspace::Auto && listen.ip().is_loopback(),
             listen,
+            recordings: self.recordings_dir.unwrap_or_else(|| data_dir.join("recordings")),
             data_dir,
             database,
             public_url,
@@ -708,7 +733,16 @@ impl Config {
 
     /// Where session recordings are kept.
     pub fn recordings_dir(&self) -> PathBuf {
-        self.data_dir.join("recordings")
+        self.recordings.clone()
+    }
+
+    /// The file of an artifact stored as `stored`: `recordings/<name>` is in the recordings
+    /// directory (whichever it is), anything else under the data directory.
+    pub fn artifact_path(&self, stored: &str) -> PathBuf {
+        match stored.strip_prefix("recordings/") {
+            Some(name) => self.recordings.join(name),
+            None => self.data_dir.join(stored),
+        }
     }
 
     /// Where request bodies are spooled while they stream in.
@@ -721,6 +755,7 @@ impl Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             data_dir: data_dir.to_owned(),
+            recordings: data_dir.join("recordings"),
             database,
             public_url: Url::parse("http://localhost:8080").expect("a static URL"),
             default_host: Host::parse("localhost").expect("a static host"),

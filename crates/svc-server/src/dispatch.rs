@@ -54,6 +54,8 @@ pub struct PhoneDial {
     pub phone_number: String,
     /// The caller id presented: the one asked for, else the trunk's default.
     pub caller_number: String,
+    /// The session's room, as stored (on a LiveKit server, any node can dial into it).
+    pub room_name: Option<String>,
 }
 
 /// Why a dial was not placed.
@@ -174,13 +176,13 @@ impl SessionDispatcher for RuntimeDispatcher {
                 session_id: dial.session_id,
                 phone_number: dial.phone_number,
                 caller_number: Some(dial.caller_number),
+                room_name: dial.room_name,
             };
             self.0.dial(request).await.map_err(|error| match error {
                 svc_session::DialError::NoTrunk => DialRefusal::NoTrunk,
                 svc_session::DialError::NotRunning => DialRefusal::NotRunning,
                 svc_session::DialError::Phone(error) => DialRefusal::Failed(error.to_string()),
-                // Not yet: to the caller, as a server without dial-out (403 `phone_calls_disabled`).
-                svc_session::DialError::ExternalRoom => DialRefusal::NoTrunk,
+                svc_session::DialError::LiveKit(error) => DialRefusal::Failed(error.to_string()),
             })
         })
     }

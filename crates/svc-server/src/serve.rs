@@ -55,7 +55,11 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
             Some(phone)
         }
         _ => {
-            tracing::info!("phone dial-out: off (no --sip-trunk)");
+            match config.livekit.as_ref().and_then(|livekit| livekit.sip.as_ref()) {
+                Some(sip) => tracing::info!(trunk_id = %sip.trunk_id,
+                    "phone dial-out: through the LiveKit server's SIP service (CreateSIPParticipant)"),
+                None => tracing::info!("phone dial-out: off (no --sip-trunk or --livekit-sip-trunk-id)"),
+            }
             None
         }
     };
@@ -64,7 +68,7 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
         rooms,
         provider_env,
         local: Some(config.local.clone()),
-        data_dir: config.data_dir.clone(),
+        recordings_dir: config.recordings_dir(),
         node_id: config.node_id.clone(),
         timing: svc_session::core::Timing::default(),
         phone: phone.clone(),

@@ -18,9 +18,11 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::{DialUpdate, EndStatus, Finish, Output, Peer, Persist, SessionCore, ToolJob, ToolJobOutcome};
+use crate::external_room::SessionOwner;
 use crate::input::InputAudio;
 use crate::media::{MediaCounts, MediaTotals};
 use crate::persist::{FinalRecord, Persister};
+use crate::phone_call::{DialStep, RoomDials};
 use crate::recording::{AGENT, RecordingFile, StereoAligner, USER};
 use crate::room::{AgentRoom, AgentRoomEvent, CloseReason};
 
@@ -144,6 +146,11 @@ pub struct SessionActor<R: AgentRoom> {
     pub clock_origin: (Instant, i64),
     /// Hangs up the session's phone call, once one was placed.
     pub dial_hangup: Option<svc_phone::HangupHandle>,
+    /// The calls the LiveKit server placed into the session's room (external rooms).
+    pub room_dials: RoomDials,
+    /// Which node runs the session (external rooms, where another node can take it over):
+    /// checked before the end is stored and the room deleted.
+    pub owner: Option<SessionOwner>,
     /// What this session's media paths lost or sent late (the room's and the core's shares are
     /// read when it ends).
     pub media: MediaCounts,
@@ -398,7 +405,16 @@ impl<R: AgentRoom> SessionActor<R> {
                     publishes_audio: peer.publishes_audio,
                 },
             ),
-            AgentRoomEvent::PeerLeft { identity, deliberate } => self.core.handle_peer_left(now, &identity, deliberate),
+            AgentRoomEvent::PeerLeft { identity, deliberate } => {
+                // A phone's call ends before its participant's leave can end the session.
+                let steps = self.room_dials.on_left(now, self.now_us(now), &identity);
+                self.apply_dial_steps(now, steps);
+                self.core.handle_peer_left(now, &identity, deliberate);
+            }
+            AgentRoomEvent::PhoneCall(call) => {
+                let steps = self.room_dials.on_snapshot(now, self.now_us(now), call);
+                self.apply_dial_steps(now, steps);
+            }
             AgentRoomEvent::Audio(frame) => {
                 if bound != Some(&*frame.identity) {
                     return;
@@ -462,6 +478,35 @@ impl<R: AgentRoom> SessionActor<R> {
         self.core.handle_user_audio(now, pcm);
     }
 
+    /// What a call the LiveKit server placed into the room came to: the core reports it, the
+    /// writer stores its outcome.
+    fn apply_dial_steps(&mut self, now: Instant, steps: Vec<DialStep>) {
+        for step in steps {
+            match step {
+                DialStep::Placed { dial_id, phone_number, caller_number } => {
+                    tracing::info!(session.id = %self.core.session_id(), dial.id = %dial_id, "the phone of a dial joined the room");
+                    self.core.handle_dial_placed(now, &dial_id, &phone_number, &caller_number);
+                }
+                DialStep::Update(update) => {
+                    tracing::info!(dial.id = %update.dial_id, status = update.status.as_str(), reason = ?update.reason, "dial progress");
+                    self.core.handle_dial_update(now, update);
+                }
+                DialStep::Finished(record) => self.persister.dial_outcome(record),
+            }
+        }
+    }
+
+    /// The core's last records and data after its end (a phone call's last word).
+    fn carry_late_outputs(&mut self, now: Instant, room_open: bool) {
+        while let Some(output) = self.core.poll_output() {
+            match output {
+                Output::Persist(record) => self.persister.push(record, self.now_us(now)),
+                Output::Data { json, to } if room_open => self.room.send_data(json, to),
+                _ => {}
+            }
+        }
+    }
+
     /// A phone call ends with its session (its hangup ended the session, or the session hangs
     /// it up): its last progress, which says how and when, goes to the clients while the room is
     /// open and into the session's timeline before the end is stored. Waits until `deadline`.
@@ -471,20 +516,36 @@ impl<R: AgentRoom> SessionActor<R> {
             if let SessionCommand::Dial(update) = command {
                 let now = now();
                 self.core.handle_dial_update(now, update);
-                while let Some(output) = self.core.poll_output() {
-                    match output {
-                        Output::Persist(record) => self.persister.push(record, self.now_us(now)),
-                        Output::Data { json, to } if room_open => self.room.send_data(json, to),
-                        _ => {}
-                    }
-                }
+                self.carry_late_outputs(now, room_open);
             }
         }
+    }
+
+    /// The session runs on `node` now (this node was cut off from the LiveKit server, not dead,
+    /// and LiveKit gave the job to `node`, which took the session over): this node leaves the
+    /// room to it and writes nothing more. The session's end and its recording, which `node`
+    /// continues, are that node's.
+    async fn leave_to(mut self, node: &str) {
+        tracing::warn!(session.id = %self.core.session_id(), %node,
+            "another node runs the session now; this node leaves it without ending it");
+        if let Some(recording) = self.recording.take() {
+            recording.file.leave_unfinished();
+        }
+        if tokio::time::timeout(PROVIDER_CLOSE_GRACE, &mut self.provider.task).await.is_err() {
+            self.provider.shutdown.cancel();
+        }
+        self.room.close(CloseReason::Superseded).await;
+        self.persister.abandon();
     }
 
     async fn teardown(mut self, finish: &Finish) {
         // No job outlives its session (the core answered or abandoned every one).
         self.tool_jobs.tasks.abort_all();
+        if let Some(owner) = &self.owner
+            && let Some(node) = owner.taken_over_by().await
+        {
+            return self.leave_to(&node).await;
+        }
         let session_id = self.core.session_id().to_owned();
         let now = now();
         let ended_us = self.now_us(now);
@@ -521,6 +582,14 @@ impl<R: AgentRoom> SessionActor<R> {
             // still in the room hear `dial-progress` say so before the room closes.
             hangup.hang_up("session_ended");
             self.await_dial_end(tokio::time::Instant::now() + DIAL_HANGUP_GRACE, true).await;
+        }
+        if self.room_dials.in_progress() {
+            // Deleting the room (below) hangs the LiveKit server's call up; the clients hear
+            // so first.
+            let at = crate::actor::now();
+            let steps = self.room_dials.on_session_end(at, self.now_us(at));
+            self.apply_dial_steps(at, steps);
+            self.carry_late_outputs(at, true);
         }
         let reason =
             if finish.reason == "server_shutdown" { CloseReason::ServerShutdown } else { CloseReason::SessionEnded };

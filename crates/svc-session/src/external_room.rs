@@ -26,6 +26,7 @@ use svc_room::client::{AudioSender, ClientError, ClientEvent, ClientEvents, Clie
 use svc_room::server_api::{ServerApi, ServerApiError};
 use svc_room::{OutboundMedia, RoomCredentials, RoomError, proto};
 
+use crate::phone_call::{DIAL_ID_ATTRIBUTE, PhoneCallSnapshot};
 use crate::room::{
     AgentRoom, AgentRoomEvent, CloseReason, FAILURE_QUEUE, PeerAudio, PeerSnapshot, TOOL_RESULT_METHOD, ToolResultCall,
     rpc_answer,
@@ -49,6 +50,69 @@ pub struct ExternalRooms {
     url: String,
     credentials: RoomCredentials,
     api: ServerApi,
+    sip: Option<SipTrunk>,
+}
+
+/// Which node the store says runs a session. A node cut off from the LiveKit server (not dead)
+/// may find on its return that LiveKit gave the session's job to another node, which took it
+/// over: it must then neither rejoin as the agent (it would push the other node's agent out)
+/// nor end the session or delete its room.
+#[derive(Debug, Clone)]
+pub struct SessionOwner {
+    /// The shared store.
+    pub store: svc_store::Store,
+    /// The session.
+    pub session_id: String,
+    /// This node.
+    pub node_id: String,
+}
+
+impl SessionOwner {
+    /// The node that took the session over, when the store names another node than this one.
+    /// A store that cannot answer names none: the session stays this node's.
+    pub async fn taken_over_by(&self) -> Option<String> {
+        match self.store.session(&self.session_id).await {
+            Ok(Some(row)) => row.node_id.filter(|node| *node != self.node_id),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(session.id = %self.session_id, %error, "could not read which node runs the session");
+                None
+            }
+        }
+    }
+}
+
+/// The outbound trunk of the LiveKit server's SIP service that svc's dials go through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SipTrunk {
+    /// Its id on that server (`ST_…`).
+    pub trunk_id: String,
+    /// The number a dial that names none presents (E.164).
+    pub caller_number: String,
+}
+
+/// Why [`ExternalRooms::dial`] placed no call.
+#[derive(Debug, thiserror::Error)]
+pub enum SipDialError {
+    /// No trunk of the server's SIP service is configured.
+    #[error("no SIP trunk of the LiveKit server is configured")]
+    NoTrunk,
+    /// The server refused or failed `CreateSIPParticipant`.
+    #[error(transparent)]
+    Server(#[from] ServerApiError),
+}
+
+/// One dial-out placed through the LiveKit server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SipDialOut<'a> {
+    /// The session's room.
+    pub room: &'a str,
+    /// svc's dial: the phone joins as `sip-<dial_id>` with attribute [`DIAL_ID_ATTRIBUTE`].
+    pub dial_id: &'a str,
+    /// The callee (E.164).
+    pub phone_number: &'a str,
+    /// The number presented.
+    pub caller_number: &'a str,
 }
 
 impl std::fmt::Debug for ExternalRooms {
@@ -66,7 +130,45 @@ impl ExternalRooms {
     /// [`ServerApiError::Url`] for a URL that is not a LiveKit URL.
     pub fn new(url: &str, credentials: RoomCredentials) -> Result<ExternalRooms, ServerApiError> {
         let api = ServerApi::new(url, credentials.clone())?;
-        Ok(ExternalRooms { url: url.to_owned(), credentials, api })
+        Ok(ExternalRooms { url: url.to_owned(), credentials, api, sip: None })
+    }
+
+    /// Phone dial-out through the server's SIP service, over its outbound trunk `trunk`.
+    #[must_use]
+    pub fn with_sip_trunk(mut self, trunk: SipTrunk) -> ExternalRooms {
+        self.sip = Some(trunk);
+        self
+    }
+
+    /// The trunk dials go through, when one is configured.
+    pub fn sip_trunk(&self) -> Option<&SipTrunk> {
+        self.sip.as_ref()
+    }
+
+    /// Dials a phone into a session's room through the server (`CreateSIPParticipant`), from
+    /// any node: the agent, on whichever node runs the session, follows the call from the
+    /// phone participant's attributes (`crate::phone_call`). Returns once the phone is in the
+    /// room, ringing.
+    ///
+    /// # Errors
+    ///
+    /// [`SipDialError::NoTrunk`] without a trunk; [`SipDialError::Server`] as the server refused
+    /// or failed the call (`not_found`: the room is gone).
+    pub async fn dial(&self, dial: SipDialOut<'_>) -> Result<(), SipDialError> {
+        let trunk = self.sip.as_ref().ok_or(SipDialError::NoTrunk)?;
+        let request = proto::CreateSipParticipantRequest {
+            sip_trunk_id: trunk.trunk_id.clone(),
+            sip_call_to: dial.phone_number.to_owned(),
+            sip_number: dial.caller_number.to_owned(),
+            room_name: dial.room.to_owned(),
+            participant_identity: format!("sip-{}", dial.dial_id),
+            participant_attributes: [(DIAL_ID_ATTRIBUTE.to_owned(), dial.dial_id.to_owned())].into(),
+            wait_until_answered: false,
+            ..Default::default()
+        };
+        let info = self.api.create_sip_participant(request).await?;
+        tracing::debug!(dial.id = %dial.dial_id, sip.call_id = %info.sip_call_id, "the LiveKit server placed the call");
+        Ok(())
     }
 
     /// The URL clients join.
@@ -144,6 +246,8 @@ pub struct ExternalRoom {
     /// The server's key, which control packets from other nodes are signed with
     /// (`crate::control`); `None`: none are accepted.
     control: Option<RoomCredentials>,
+    /// Checked before each rejoin: a session another node took over is not rejoined.
+    owner: Option<SessionOwner>,
     /// Events for `next_event` before the client's: who was in the room at the join (the
     /// embedded room reports them as joining), then refusals at the hand-over (bounded as the
     /// embedded room's).
@@ -181,29 +285,30 @@ impl ExternalRoom {
             inbound_dropped_before: 0,
             deleted_on_close: None,
             control: None,
+            owner: None,
             pending: VecDeque::new(),
         };
         room.report_present();
         Ok(room)
     }
 
+    /// Rejoins only while the store says this node runs the session.
+    pub fn watch_owner(&mut self, owner: SessionOwner) {
+        self.owner = Some(owner);
+    }
+
     /// Reports who was in the room at the (re)join, as the embedded room reports them: joining.
     fn report_present(&mut self) {
-        let present: Vec<AgentRoomEvent> = self
-            .client
-            .info()
-            .other_participants
-            .clone()
-            .into_iter()
-            .filter_map(|info| self.peer_event(info))
-            .collect();
+        let present: Vec<AgentRoomEvent> =
+            self.client.info().other_participants.clone().into_iter().flat_map(|info| self.peer_events(info)).collect();
         self.pending.extend(present);
     }
 
     /// The connection broke: the first rejoin attempt starts at once.
     fn start_rejoin(&mut self, error: &ClientError) {
         tracing::warn!(%error, room = %self.client.info().room_name, "the connection to the LiveKit server broke; rejoining");
-        let task = tokio::spawn(rejoin_attempt(self.url.clone(), self.token.clone(), Duration::ZERO));
+        let task =
+            tokio::spawn(rejoin_attempt(self.url.clone(), self.token.clone(), Duration::ZERO, self.owner.clone()));
         self.rejoin = Some(Rejoin { task, attempt: 1, until: Instant::now() + REJOIN_FOR });
     }
 
@@ -211,10 +316,17 @@ impl ExternalRoom {
     async fn finish_rejoin(&mut self) -> bool {
         let Some(rejoin) = self.rejoin.as_mut() else { return true };
         // Awaiting the handle is cancel-safe: the attempt runs on its own task.
-        let outcome =
-            (&mut rejoin.task).await.unwrap_or_else(|error| Err(RoomError::Client(ClientError::Io(error.to_string()))));
+        let outcome = (&mut rejoin.task)
+            .await
+            .unwrap_or_else(|error| Rejoined::Failed(RoomError::Client(ClientError::Io(error.to_string()))));
         match outcome {
-            Ok(client) => {
+            Rejoined::Superseded(node) => {
+                tracing::warn!(room = %self.client.info().room_name, %node,
+                    "another node took the session over while this one was cut off; not rejoining");
+                self.rejoin = None;
+                false
+            }
+            Rejoined::Joined(client) => {
                 self.rejoin = None;
                 if !self.attributes.is_empty()
                     && let Err(error) = client.try_set_attributes(self.attributes.clone().into_iter().collect())
@@ -230,14 +342,15 @@ impl ExternalRoom {
                 tracing::info!(room = %self.client.info().room_name, "rejoined the room on the LiveKit server");
                 true
             }
-            Err(error) if Instant::now() < rejoin.until => {
+            Rejoined::Failed(error) if Instant::now() < rejoin.until => {
                 let pause = FIRST_REJOIN_PAUSE * 2u32.pow(rejoin.attempt.min(4) - 1);
                 tracing::debug!(%error, attempt = rejoin.attempt, "rejoin failed; trying again");
                 rejoin.attempt += 1;
-                rejoin.task = tokio::spawn(rejoin_attempt(self.url.clone(), self.token.clone(), pause));
+                let owner = self.owner.clone();
+                rejoin.task = tokio::spawn(rejoin_attempt(self.url.clone(), self.token.clone(), pause, owner));
                 true
             }
-            Err(error) => {
+            Rejoined::Failed(error) => {
                 tracing::warn!(%error, "could not rejoin the room on the LiveKit server; the agent is gone");
                 self.rejoin = None;
                 false
@@ -259,21 +372,26 @@ impl ExternalRoom {
         }
     }
 
-    /// A participant as the agent sees it; `None` for ourselves.
-    fn peer_event(&self, info: proto::ParticipantInfo) -> Option<AgentRoomEvent> {
+    /// A participant as the agent sees it (nothing for ourselves), and, for the phone of one of
+    /// svc's dials, its call.
+    fn peer_events(&self, info: proto::ParticipantInfo) -> Vec<AgentRoomEvent> {
         if info.identity == self.client.info().identity {
-            return None;
+            return Vec::new();
         }
         if info.state == proto::participant_info::State::Disconnected as i32 {
             let deliberate = info.disconnect_reason == proto::DisconnectReason::ClientInitiated as i32;
-            return Some(AgentRoomEvent::PeerLeft { identity: info.identity, deliberate });
+            return vec![AgentRoomEvent::PeerLeft { identity: info.identity, deliberate }];
         }
-        Some(AgentRoomEvent::Peer(PeerSnapshot {
+        let call = (info.kind == proto::participant_info::Kind::Sip as i32)
+            .then(|| PhoneCallSnapshot::from_attributes(&info.identity, &info.attributes))
+            .flatten();
+        let peer = AgentRoomEvent::Peer(PeerSnapshot {
             is_agent: info.kind == proto::participant_info::Kind::Agent as i32,
             active: info.state == proto::participant_info::State::Active as i32,
             publishes_audio: info.tracks.iter().any(|track| track.r#type == proto::TrackType::Audio as i32),
             identity: info.identity,
-        }))
+        });
+        std::iter::once(peer).chain(call.map(AgentRoomEvent::PhoneCall)).collect()
     }
 }
 
@@ -292,9 +410,8 @@ impl AgentRoom for ExternalRoom {
             let Some(event) = self.events.next().await else { return AgentRoomEvent::Gone };
             match event {
                 ClientEvent::ParticipantUpdate(info) => {
-                    if let Some(event) = self.peer_event(info) {
-                        return event;
-                    }
+                    let events = self.peer_events(info);
+                    self.pending.extend(events);
                 }
                 ClientEvent::AudioFrame(frame) => {
                     return AgentRoomEvent::Audio(PeerAudio {
@@ -390,13 +507,17 @@ impl AgentRoom for ExternalRoom {
     }
 
     /// Leaves the room, then, when joined through [`ExternalRooms`], deletes it on the server
-    /// (everyone else leaves too, as from a closed embedded room).
-    async fn close(&self, _reason: CloseReason) {
+    /// (everyone else leaves too, as from a closed embedded room); a session another node runs
+    /// now ([`CloseReason::Superseded`]) keeps its room.
+    async fn close(&self, reason: CloseReason) {
         if let Some(rejoin) = &self.rejoin {
             rejoin.task.abort();
         }
         if let Err(error) = self.client.try_leave() {
             tracing::debug!(%error, "leave not queued; the client leaves when it is dropped");
+        }
+        if reason == CloseReason::Superseded {
+            return;
         }
         let Some((api, room)) = &self.deleted_on_close else { return };
         match api.delete_room(room).await {
@@ -419,7 +540,7 @@ impl Drop for ExternalRoom {
 
 /// A rejoin under way.
 struct Rejoin {
-    task: tokio::task::JoinHandle<Result<RoomClient, RoomError>>,
+    task: tokio::task::JoinHandle<Rejoined>,
     attempt: u32,
     until: Instant,
 }
@@ -432,8 +553,25 @@ async fn connect(url: &str, token: &str) -> Result<RoomClient, RoomError> {
     Ok(client)
 }
 
-/// One rejoin attempt after `pause`.
-async fn rejoin_attempt(url: String, token: String, pause: Duration) -> Result<RoomClient, RoomError> {
+/// What one rejoin attempt came to.
+enum Rejoined {
+    Joined(RoomClient),
+    Failed(RoomError),
+    /// The store names another node (this one's): the session is that node's now.
+    Superseded(String),
+}
+
+/// One rejoin attempt after `pause`, unless another node runs the session by then.
+async fn rejoin_attempt(url: String, token: String, pause: Duration, owner: Option<SessionOwner>) -> Rejoined {
     tokio::time::sleep(pause).await;
-    connect(&url, &token).await
+    if let Some(node) = match &owner {
+        Some(owner) => owner.taken_over_by().await,
+        None => None,
+    } {
+        return Rejoined::Superseded(node);
+    }
+    match connect(&url, &token).await {
+        Ok(client) => Rejoined::Joined(client),
+        Err(error) => Rejoined::Failed(error),
+    }
 }

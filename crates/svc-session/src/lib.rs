@@ -12,7 +12,8 @@
 //! - [`media`]: what each media path dropped or delivered late, per session and summed.
 //! - [`runtime`]: [`runtime::Runtime`], which starts sessions and ends them all at shutdown.
 //! - [`external_room`], [`worker`]: the agent in a room on a LiveKit server, and this node as
-//!   that server's agent worker (the sessions come from its dispatch).
+//!   that server's agent worker (the sessions come from its dispatch); [`phone_call`]: a dial
+//!   placed by that server, followed from its phone participant's attributes.
 
 pub mod actor;
 pub mod control;
@@ -21,6 +22,7 @@ pub mod external_room;
 pub mod input;
 pub mod media;
 pub mod persist;
+pub mod phone_call;
 pub mod recording;
 pub mod room;
 pub mod runtime;

@@ -25,6 +25,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::core::Persist;
+use crate::phone_call::DialRecord;
 use crate::runtime::epoch_us;
 
 /// How long a write is retried while the database is unreachable before it is given up (the
@@ -46,11 +47,17 @@ struct Batch {
     handle: Option<(Option<String>, i64)>,
     /// The latest heartbeat, with the usage so far when the actor gave it.
     heartbeat: Option<(i64, Option<UsageRecord>)>,
+    /// Outcomes of the session's phone calls followed in its room (`crate::phone_call`).
+    dials: Vec<DialRecord>,
 }
 
 impl Batch {
     fn is_empty(&self) -> bool {
-        self.turns.is_empty() && self.timeline.is_empty() && self.handle.is_none() && self.heartbeat.is_none()
+        self.turns.is_empty()
+            && self.timeline.is_empty()
+            && self.handle.is_none()
+            && self.heartbeat.is_none()
+            && self.dials.is_empty()
     }
 }
 
@@ -141,10 +148,24 @@ impl Persister {
         self.dirty = true;
     }
 
+    /// Stores the outcome of a phone call with its dial (what its minutes are metered from).
+    pub fn dial_outcome(&mut self, record: DialRecord) {
+        self.handoff().pending.dials.push(record);
+        self.dirty = true;
+    }
+
     /// Wakes the writer for what was added (cheap when nothing was: called after every input).
     pub fn flush(&mut self) {
         if std::mem::take(&mut self.dirty) {
             self.wake.notify_one();
+        }
+    }
+
+    /// Stops the writer without writing what is pending or any end: the session is another
+    /// node's now (`SessionActor::leave_to`).
+    pub fn abandon(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
         }
     }
 
@@ -226,6 +247,20 @@ async fn write_batch(store: &Store, session_id: &str, number: &mut i64, batch: B
             store.set_resumption_handle(session_id, handle.as_deref(), at)
         })
         .await;
+    }
+    for dial in &batch.dials {
+        let outcome = svc_store::DialOutcome {
+            answered_us: dial.answered_us,
+            ended_us: dial.ended_us,
+            outcome: &dial.outcome,
+            billed_seconds: dial.billed_seconds,
+        };
+        // Idempotent (the dial's row is set, not added to): a retry writes the same.
+        let stored =
+            retrying(session_id, "storing a phone call's outcome", || store.finish_dial(&dial.dial_id, &outcome)).await;
+        if stored.is_none() {
+            tracing::error!(session.id = %session_id, dial.id = %dial.dial_id, "a phone call's outcome was lost");
+        }
     }
     if let Some((now, usage)) = batch.heartbeat
         && let Err(error) = store.touch_session(session_id, now, usage.as_ref()).await

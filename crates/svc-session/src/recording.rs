@@ -5,7 +5,8 @@
 //! [`StereoAligner`] (sans-IO) places each lane's audio by the time it arrived or was played,
 //! keeps lanes continuous across the small jitter of real delivery, and hands out interleaved
 //! samples a fixed delay behind `now`. [`RecordingFile`] streams them to
-//! `<data dir>/recordings/<session>.wav`, writing the header's sizes when the session ends. The
+//! `<recordings dir>/<session>.wav`, writing the header's sizes when the session ends; a node
+//! that takes a session over continues the recording the dead node left unfinished. The
 //! recording is at the provider's input rate (16 or 24 kHz), which is also what the user's audio
 //! is decoded at, so nothing is resampled.
 
@@ -13,7 +14,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use svc_store::ArtifactRecord;
 
@@ -191,12 +192,16 @@ pub struct RecordingFile {
 
 /// Bytes of the canonical 44-byte header.
 const HEADER_BYTES: u64 = 44;
+/// The longest outage a continued recording fills with silence: a takeover that came later
+/// than this (it does not, with LiveKit's dispatch: seconds) gets no more than this.
+pub const MAX_TAKEOVER_GAP: Duration = Duration::from_secs(120);
 
 impl RecordingFile {
-    /// Creates `recordings/<session_id>.wav.part` under `data_dir`.
-    pub fn create(data_dir: &Path, session_id: &str, rate_hz: u32) -> std::io::Result<RecordingFile> {
+    /// Creates `<session_id>.wav.part` in `recordings_dir`; the artifact names it
+    /// `recordings/<session_id>.wav` (the recordings directory's stored prefix).
+    pub fn create(recordings_dir: &Path, session_id: &str, rate_hz: u32) -> std::io::Result<RecordingFile> {
         let relative = format!("recordings/{session_id}.wav");
-        let done = data_dir.join(&relative);
+        let done = recordings_dir.join(format!("{session_id}.wav"));
         if let Some(parent) = done.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -206,10 +211,67 @@ impl RecordingFile {
         Ok(RecordingFile { partial, done, relative, file, data_bytes: 0, rate_hz })
     }
 
+    /// Continues the recording another node left unfinished when it died (`<session_id>.wav.part`
+    /// in a recordings directory the nodes share), for a session this node takes over: the part
+    /// keeps its samples (cut to whole sample pairs), the time from its last write to `now` is
+    /// filled with silence (at most [`MAX_TAKEOVER_GAP`]), and what this node records follows.
+    /// Without a part (a directory not shared, or no recording yet), or with one this recording
+    /// cannot continue (another rate, not svc's WAV), it creates a new one as [`Self::create`].
+    pub fn continue_or_create(
+        recordings_dir: &Path,
+        session_id: &str,
+        rate_hz: u32,
+        now: SystemTime,
+    ) -> std::io::Result<RecordingFile> {
+        let relative = format!("recordings/{session_id}.wav");
+        let done = recordings_dir.join(format!("{session_id}.wav"));
+        let partial = done.with_extension("wav.part");
+        let Ok(mut file) = std::fs::OpenOptions::new().read(true).write(true).open(&partial) else {
+            return RecordingFile::create(recordings_dir, session_id, rate_hz);
+        };
+        let metadata = file.metadata()?;
+        let mut head = [0u8; 44];
+        let readable = std::io::Read::read_exact(&mut file, &mut head).is_ok();
+        if !readable || head[..36] != header(rate_hz, 0)[..36] {
+            tracing::warn!(session.id = %session_id, path = %partial.display(),
+                "the unfinished recording of the session cannot be continued; a new one replaces it");
+            drop(file);
+            return RecordingFile::create(recordings_dir, session_id, rate_hz);
+        }
+        let data_bytes = (metadata.len().saturating_sub(HEADER_BYTES)) / 4 * 4;
+        file.set_len(HEADER_BYTES + data_bytes)?;
+        file.seek(SeekFrom::End(0))?;
+        let gap = metadata.modified().ok().and_then(|written| now.duration_since(written).ok()).unwrap_or_default();
+        let mut recording = RecordingFile {
+            partial,
+            done,
+            relative,
+            file: BufWriter::with_capacity(64 * 1024, file),
+            data_bytes,
+            rate_hz,
+        };
+        let silent_pairs = gap.min(MAX_TAKEOVER_GAP).as_micros() * u128::from(rate_hz) / 1_000_000;
+        let silence = vec![0u8; 4 * 4_096];
+        let mut left = u64::try_from(silent_pairs).unwrap_or(0) * 4;
+        while left > 0 {
+            let chunk = left.min(silence.len() as u64) as usize;
+            recording.append_bytes(&silence[..chunk])?;
+            left -= chunk as u64;
+        }
+        tracing::info!(session.id = %session_id, kept_seconds = data_bytes as f64 / f64::from(rate_hz * 4),
+            gap_ms = gap.as_millis() as u64, "continuing the recording the previous node left unfinished");
+        Ok(recording)
+    }
+
     /// Appends interleaved stereo samples already in the file's byte order
     /// ([`StereoAligner::drain_bytes`]).
     pub fn append_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.file.write_all(bytes)?;
+        // Each block reaches the file at once (the session's writes come in 200 ms blocks, five
+        // a second): a node that dies loses what it had not handed out yet, not also up to a
+        // buffer's worth of written audio, and a node that takes the session over continues
+        // from there.
+        self.file.flush()?;
         self.data_bytes += bytes.len() as u64;
         Ok(())
     }
@@ -241,6 +303,14 @@ impl RecordingFile {
             content_type: "audio/wav".to_owned(),
             bytes: i64::try_from(self.data_bytes + HEADER_BYTES).unwrap_or(i64::MAX),
         }))
+    }
+
+    /// Stops writing and leaves the unfinished file as it is on disk (what is still buffered is
+    /// not written): a node that took the session over continues it.
+    pub fn leave_unfinished(self) {
+        // Dropping the parts, not the writer, discards its buffer instead of writing it.
+        let (file, _unwritten) = self.file.into_parts();
+        drop(file);
     }
 
     /// Gives up on the recording (the file is removed).
@@ -388,7 +458,7 @@ mod tests {
     #[test]
     fn a_recording_file_is_a_valid_stereo_wav() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut file = RecordingFile::create(dir.path(), "s1", RATE).expect("create");
+        let mut file = RecordingFile::create(&dir.path().join("recordings"), "s1", RATE).expect("create");
         file.append(&[1, -1, 2, -2]).expect("append");
         let artifact = file.finish().expect("finish").expect("not empty");
         assert_eq!(artifact.path, "recordings/s1.wav");
@@ -397,8 +467,51 @@ mod tests {
         assert_eq!((wav.sample_rate, wav.channels), (RATE, 2));
         assert_eq!(wav.samples, vec![1, -1, 2, -2]);
         assert!(!dir.path().join("recordings/s1.wav.part").exists());
-        let empty = RecordingFile::create(dir.path(), "s2", RATE).expect("create");
+        let empty = RecordingFile::create(&dir.path().join("recordings"), "s2", RATE).expect("create");
         assert!(empty.finish().expect("finish").is_none());
         assert!(!dir.path().join("recordings/s2.wav.part").exists());
+    }
+
+    #[test]
+    fn a_takeover_continues_the_recording_the_dead_node_left_unfinished() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let recordings = dir.path().join("recordings");
+        // The first node wrote three sample pairs and half of a fourth, then died (no finish).
+        let mut first = RecordingFile::create(&recordings, "s1", RATE).expect("create");
+        first.append(&[1, -1, 2, -2, 3, -3]).expect("append");
+        first.append_bytes(&[9, 9]).expect("append");
+        first.file.flush().expect("flush");
+        drop(first);
+        let written = std::fs::metadata(recordings.join("s1.wav.part")).and_then(|m| m.modified()).expect("mtime");
+        // The next node takes over 50 ms after the last write.
+        let now = written + Duration::from_millis(50);
+        let mut second = RecordingFile::continue_or_create(&recordings, "s1", RATE, now).expect("continue");
+        second.append(&[4, -4]).expect("append");
+        let artifact = second.finish().expect("finish").expect("not empty");
+        let wav = svc_audio::wav::read_wav_file(dir.path().join(&artifact.path)).expect("a WAV");
+        let gap = (RATE as usize * 50 / 1000) * 2;
+        assert_eq!(wav.samples.len(), 6 + gap + 2, "the part, 50 ms of silence, the new samples");
+        assert_eq!(&wav.samples[..6], [1, -1, 2, -2, 3, -3]);
+        assert!(wav.samples[6..6 + gap].iter().all(|&s| s == 0));
+        assert_eq!(&wav.samples[6 + gap..], [4, -4]);
+        assert_eq!(artifact.bytes, 44 + 2 * wav.samples.len() as i64);
+
+        // No part (or one at another rate): a new recording.
+        let fresh = RecordingFile::continue_or_create(&recordings, "s2", RATE, now).expect("create");
+        assert_eq!(fresh.data_bytes, 0);
+        let mut other = RecordingFile::create(&recordings, "s3", 24_000).expect("create");
+        other.append(&[1, 1]).expect("append");
+        other.file.flush().expect("flush");
+        drop(other);
+        let replaced = RecordingFile::continue_or_create(&recordings, "s3", RATE, now).expect("create");
+        assert_eq!(replaced.data_bytes, 0);
+        // A takeover long after the last write fills no more than the bound.
+        let mut late = RecordingFile::create(&recordings, "s4", RATE).expect("create");
+        late.append(&[1, 1]).expect("append");
+        late.file.flush().expect("flush");
+        drop(late);
+        let hours = now + Duration::from_secs(3 * 3600);
+        let bounded = RecordingFile::continue_or_create(&recordings, "s4", RATE, hours).expect("continue");
+        assert_eq!(bounded.data_bytes, 4 + MAX_TAKEOVER_GAP.as_secs() * u64::from(RATE) * 4);
     }
 }

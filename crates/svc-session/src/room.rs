@@ -102,6 +102,10 @@ pub enum AgentRoomEvent {
     },
     /// The agent is no longer in the room (removed, or the room closed).
     Gone,
+    /// The phone of one of svc's dials changed its call's attributes (external rooms, where the
+    /// LiveKit server places the call: `crate::phone_call`; in the embedded room svc's own
+    /// phone service reports its calls to the session directly).
+    PhoneCall(crate::phone_call::PhoneCallSnapshot),
     /// Another node asked the session to end (`reason`), through the LiveKit server
     /// (`crate::control`; external rooms only).
     EndRequested {
@@ -117,6 +121,9 @@ pub enum CloseReason {
     SessionEnded,
     /// The server is shutting down.
     ServerShutdown,
+    /// Another node runs the session now (this one was cut off, not dead): the agent leaves,
+    /// and the room, which is the other node's session's, stays.
+    Superseded,
 }
 
 /// The media room, from the agent's side.
@@ -289,6 +296,8 @@ impl AgentRoom for EmbeddedRoom {
         let reason = match reason {
             CloseReason::SessionEnded => LeaveReason::RoomDeleted,
             CloseReason::ServerShutdown => LeaveReason::ServerShutdown,
+            // The embedded room is this node's own: no other node can take its sessions over.
+            CloseReason::Superseded => LeaveReason::RoomDeleted,
         };
         self.server.close_room(self.participant.room(), reason).await;
     }

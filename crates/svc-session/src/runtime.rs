@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::actor::{Recording, SessionActor, SessionCommand};
 use crate::core::{AGENT_STATE_ATTRIBUTE, CoreConfig, SessionCore, Timing, UsageTotals};
-use crate::external_room::ExternalRooms;
+use crate::external_room::{ExternalRooms, SessionOwner, SipDialError};
 use crate::input::InputAudio;
 use crate::media::{MediaCounts, MediaTotals};
 use crate::persist::Persister;
@@ -48,8 +48,9 @@ pub struct RuntimeConfig {
     pub provider_env: ProviderEnv,
     /// The local provider's shared models and capacity (`provider_local`), when configured.
     pub local: Option<Arc<svc_local::LocalEngines>>,
-    /// Where recordings go (`recordings/` under it).
-    pub data_dir: PathBuf,
+    /// Where recordings go (`--recordings-dir`; shared by the nodes of a deployment, a session
+    /// taken over continues its recording there).
+    pub recordings_dir: PathBuf,
     /// This node's id, recorded on the sessions it runs.
     pub node_id: String,
     /// Timing policy of sessions.
@@ -153,6 +154,8 @@ pub struct DialRequest {
     pub phone_number: String,
     /// The caller id to present; `None`: the trunk's default.
     pub caller_number: Option<String>,
+    /// The session's room, as stored (a session on a LiveKit server may run on another node).
+    pub room_name: Option<String>,
 }
 
 /// Why [`Runtime::dial`] placed no call.
@@ -167,9 +170,9 @@ pub enum DialError {
     /// The phone service refused the call.
     #[error(transparent)]
     Phone(#[from] svc_phone::PhoneError),
-    /// The session's room is on another LiveKit server, which svc's phone bridge does not join.
-    #[error("phone calls into rooms on an external LiveKit server are not available yet")]
-    ExternalRoom,
+    /// The LiveKit server that holds the session's room refused or failed the call.
+    #[error("the LiveKit server did not place the call: {0}")]
+    LiveKit(svc_room::server_api::ServerApiError),
 }
 
 /// Why [`Runtime::end_session`] did not end a session.
@@ -290,10 +293,11 @@ impl Runtime {
                 self.launch(Start { request, setup, identity, input_rate_hz, local, carried }, room).await
             }
             SessionRooms::External(external) => {
-                let room = match assigned {
+                let mut room = match assigned {
                     Some((url, token)) => external.join_assigned(url, token, room_name).await?,
                     None => external.join(room_name, &identity, &name, attributes).await?,
                 };
+                room.watch_owner(self.owner(&request.session_id));
                 self.launch(Start { request, setup, identity, input_rate_hz, local, carried }, room).await
             }
         }
@@ -333,7 +337,12 @@ impl Runtime {
         );
         core.carry_usage(carried);
         let mut media = MediaCounts::default();
-        let recording = match session.store.audio.then(|| self.recording(&request.session_id, input_rate_hz, started)) {
+        let taken_over = session.resume_session_id.as_deref() == Some(request.session_id.as_str());
+        let recording = match session
+            .store
+            .audio
+            .then(|| self.recording(&request.session_id, input_rate_hz, started, taken_over))
+        {
             Some(Ok(recording)) => {
                 core.keep_agent_pcm();
                 Some(recording)
@@ -359,6 +368,8 @@ impl Runtime {
             commands: command_rx,
             clock_origin: (started, started_us),
             dial_hangup: None,
+            room_dials: Default::default(),
+            owner: matches!(config.rooms, SessionRooms::External(_)).then(|| self.owner(&request.session_id)),
             media,
             media_totals: inner.media_totals.clone(),
             tool_backends: config.tool_backends.clone(),
@@ -406,17 +417,22 @@ impl Runtime {
 
     /// The caller id of dials that name none, when dial-out is configured.
     pub fn trunk_caller_number(&self) -> Option<&str> {
-        self.inner.config.phone.as_ref().map(|phone| phone.config().caller_number.as_str())
+        match &self.inner.config.rooms {
+            SessionRooms::External(rooms) => rooms.sip_trunk().map(|trunk| trunk.caller_number.as_str()),
+            SessionRooms::Embedded(_) => {
+                self.inner.config.phone.as_ref().map(|phone| phone.config().caller_number.as_str())
+            }
+        }
     }
 
     /// Places a phone call into a running session's room: the callee joins at once as a SIP
     /// participant (`sip.callStatus` `dialing`) and is heard once they answer. Returns once the INVITE is out; the call's progress goes to the session
     /// (`dial-progress` events, timeline) and its outcome and billed time to the store.
     pub async fn dial(&self, request: DialRequest) -> Result<(), DialError> {
-        let phone = self.inner.config.phone.as_ref().ok_or(DialError::NoTrunk)?;
-        if matches!(self.inner.config.rooms, SessionRooms::External(_)) {
-            return Err(DialError::ExternalRoom);
+        if let SessionRooms::External(rooms) = &self.inner.config.rooms {
+            return dial_through_livekit(rooms, request).await;
         }
+        let phone = self.inner.config.phone.as_ref().ok_or(DialError::NoTrunk)?;
         let (room_name, commands) = {
             let sessions = self.sessions();
             let running = sessions.get(&request.session_id).ok_or(DialError::NotRunning)?;
@@ -453,6 +469,12 @@ impl Runtime {
     /// or remove), so it is used as it is.
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
         self.inner.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// This node as the runner of `session_id`, as the store records it.
+    fn owner(&self, session_id: &str) -> SessionOwner {
+        let config = &self.inner.config;
+        SessionOwner { store: config.store.clone(), session_id: session_id.to_owned(), node_id: config.node_id.clone() }
     }
 
     /// The usage session `session_id` stored so far (the heartbeats of the node that ran it).
@@ -504,8 +526,21 @@ impl Runtime {
         setup
     }
 
-    fn recording(&self, session_id: &str, rate_hz: u32, started: Instant) -> std::io::Result<Recording> {
-        let file = RecordingFile::create(&self.inner.config.data_dir, session_id, rate_hz)?;
+    /// The session's recording; a session `taken_over` from a node that died continues the
+    /// recording that node left unfinished (when the nodes share the recordings directory).
+    fn recording(
+        &self,
+        session_id: &str,
+        rate_hz: u32,
+        started: Instant,
+        taken_over: bool,
+    ) -> std::io::Result<Recording> {
+        let dir = &self.inner.config.recordings_dir;
+        let file = if taken_over {
+            RecordingFile::continue_or_create(dir, session_id, rate_hz, std::time::SystemTime::now())?
+        } else {
+            RecordingFile::create(dir, session_id, rate_hz)?
+        };
         Ok(Recording::new(StereoAligner::new(rate_hz, started), file))
     }
 
@@ -577,6 +612,30 @@ impl Runtime {
     }
 }
 
+/// A dial through the LiveKit server that holds the session's room, from any node: the agent
+/// follows the call wherever the session runs (`crate::phone_call`).
+async fn dial_through_livekit(rooms: &ExternalRooms, request: DialRequest) -> Result<(), DialError> {
+    let trunk = rooms.sip_trunk().ok_or(DialError::NoTrunk)?;
+    let room = request.room_name.as_deref().ok_or(DialError::NotRunning)?;
+    let caller_number = request.caller_number.as_deref().unwrap_or(&trunk.caller_number);
+    let dial = crate::external_room::SipDialOut {
+        room,
+        dial_id: &request.dial_id,
+        phone_number: &request.phone_number,
+        caller_number,
+    };
+    match rooms.dial(dial).await {
+        Ok(()) => {
+            tracing::info!(session.id = %request.session_id, dial.id = %request.dial_id, "dial placed through the LiveKit server");
+            Ok(())
+        }
+        Err(SipDialError::NoTrunk) => Err(DialError::NoTrunk),
+        // The room is gone: the session is ending.
+        Err(SipDialError::Server(error)) if error.code() == Some("not_found") => Err(DialError::NotRunning),
+        Err(SipDialError::Server(error)) => Err(DialError::LiveKit(error)),
+    }
+}
+
 /// Follows one dial to its end: each step goes to the session, the outcome and the billed
 /// seconds (answered time, rounded up) to the store.
 async fn watch_dial(
@@ -623,7 +682,7 @@ async fn watch_dial(
                     EndedBy::Svc => "svc",
                 });
                 update.duration_seconds = Some(answered_for.as_secs_f64());
-                let billed = billed_seconds(answered_for);
+                let billed = crate::phone_call::billed_seconds(answered_for);
                 last = Some((answered_us, "completed".to_owned(), billed));
                 update.reason = Some(reason);
             }
@@ -645,13 +704,6 @@ async fn watch_dial(
     }
 }
 
-/// The whole seconds a call of `answered_for` is billed: every second begun, to the nanosecond
-/// (the timeline's `duration_seconds` is the same length, so its ceiling is the bill; rounding
-/// to milliseconds first billed 14.0004 s as 14).
-fn billed_seconds(answered_for: Duration) -> i64 {
-    i64::try_from(answered_for.as_nanos().div_ceil(1_000_000_000)).unwrap_or(i64::MAX)
-}
-
 /// The identity of session `session_id`'s agent in its room, on whichever node runs it.
 pub fn agent_identity(session_id: &str) -> String {
     format!("agent-{session_id}")
@@ -661,19 +713,4 @@ pub(crate) fn epoch_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_second_begun_is_billed_as_the_timeline_reports_its_length() {
-        let cases = [(0, 0), (1, 1), (14_000_000_000, 14), (14_000_400_000, 15), (14_999_999_999, 15)];
-        for (nanos, billed) in cases {
-            let answered_for = Duration::from_nanos(nanos);
-            assert_eq!(billed_seconds(answered_for), billed, "{answered_for:?}");
-            assert_eq!(billed_seconds(answered_for), answered_for.as_secs_f64().ceil() as i64, "{answered_for:?}");
-        }
-    }
 }

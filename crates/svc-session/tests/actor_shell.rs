@@ -324,6 +324,23 @@ async fn end_a_command_from_the_runtime_ends_the_session_with_its_reason() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn end_a_session_another_node_took_over_is_left_to_it_unended() {
+    // This node was cut off (its agent out of the room, not dead) and LiveKit gave the job to
+    // another node, which claimed the session in the store.
+    let mut shell = ready_shell().await;
+    shell.db.store.claim_session(shell::SESSION, "node-other", shell::STARTED_US + 1).await.expect("claim");
+    shell.drop_room();
+    let finish = shell.finish().await;
+    assert_eq!(finish.reason, "room_closed");
+    let closed: Vec<&CloseReason> =
+        shell.room.iter().filter_map(|out| if let shell::RoomOut::Closed(r) = out { Some(r) } else { None }).collect();
+    assert_eq!(closed, [&CloseReason::Superseded], "the room stays: it is the other node's session's");
+    let (row, _, timeline) = shell.stored().await;
+    assert_eq!((row.status.as_str(), row.ended_us, row.node_id.as_deref()), ("active", None, Some("node-other")));
+    assert!(!kinds(&timeline).contains(&"session.ended"), "no end stored: {:?}", kinds(&timeline));
+}
+
+#[tokio::test(start_paused = true)]
 async fn end_a_server_shutdown_ends_the_session_and_closes_the_room_as_a_shutdown() {
     let mut shell = ready_shell().await;
     shell.shutdown.cancel();

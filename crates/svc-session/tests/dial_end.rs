@@ -93,7 +93,7 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
         rooms: svc_session::SessionRooms::Embedded(room.clone()),
         provider_env,
         local: None,
-        data_dir: data_dir.path().to_owned(),
+        recordings_dir: data_dir.path().join("recordings"),
         node_id: "test".into(),
         timing: svc_session::core::Timing::default(),
         phone: Some(phone.clone()),
@@ -121,6 +121,7 @@ async fn a_session_that_ends_hangs_its_phone_up_and_says_so_before_its_room_clos
         session_id: SESSION.into(),
         phone_number: "+14155550123".into(),
         caller_number: None,
+        room_name: Some(ROOM.into()),
     };
     runtime.dial(dial).await.expect("the call is placed");
     let _phone_rtp = answer(&trunk).await;

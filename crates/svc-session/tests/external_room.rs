@@ -280,7 +280,7 @@ async fn the_runtime_runs_a_session_in_a_room_on_another_server_and_deletes_the_
         rooms: SessionRooms::External(external),
         provider_env: live_room::provider_env(&fake),
         local: None,
-        data_dir: data_dir.path().to_owned(),
+        recordings_dir: data_dir.path().join("recordings"),
         node_id: "external".into(),
         timing: svc_session::core::Timing::default(),
         phone: None,

@@ -73,7 +73,7 @@ async fn the_runtime_starts_a_session_that_gets_ready_and_end_session_ends_it_an
         rooms: svc_session::SessionRooms::Embedded(room.clone()),
         provider_env: live_room::provider_env(&fake),
         local: None,
-        data_dir: data_dir.path().to_owned(),
+        recordings_dir: data_dir.path().join("recordings"),
         node_id: "test".into(),
         timing: svc_session::core::Timing::default(),
         phone: None,

@@ -124,7 +124,7 @@ async fn web_search_and_detect_objects_answer_the_model_from_their_backends() {
         rooms: svc_session::SessionRooms::Embedded(room.clone()),
         provider_env,
         local: None,
-        data_dir: data_dir.path().to_owned(),
+        recordings_dir: data_dir.path().join("recordings"),
         node_id: "test".into(),
         timing: svc_session::core::Timing::default(),
         phone: None,

@@ -1,5 +1,6 @@
 //! `--livekit-url` and its key: the LiveKit server that holds the sessions' rooms instead of the
-//! embedded room, and worker mode on it (`--livekit-agent-name`).
+//! embedded room, worker mode on it (`--livekit-agent-name`) and dial-out through its SIP service
+//! (`--livekit-sip-trunk-id`).
 
 use url::Url;
 
@@ -16,6 +17,43 @@ pub struct LiveKitServer {
     pub api_secret: String,
     /// Worker mode (`--livekit-agent-name`): the sessions come from the server's dispatch.
     pub worker: Option<WorkerMode>,
+    /// Phone dial-out through the server's SIP service (`--livekit-sip-trunk-id`).
+    pub sip: Option<LiveKitSip>,
+}
+
+/// The LiveKit server's outbound SIP trunk that dials go through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveKitSip {
+    /// The trunk's id on the server (`ST_…`).
+    pub trunk_id: String,
+    /// The number a dial that names none presents (`--sip-caller-number`).
+    pub caller_number: String,
+}
+
+impl LiveKitSip {
+    pub(super) fn resolve(
+        trunk_id: Option<String>,
+        caller_number: Option<&str>,
+    ) -> Result<Option<LiveKitSip>, ConfigError> {
+        let Some(trunk_id) = trunk_id.map(|id| id.trim().to_owned()) else { return Ok(None) };
+        if trunk_id.is_empty() || trunk_id.len() > 128 || trunk_id.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(invalid("--livekit-sip-trunk-id", "1 to 128 characters without spaces"));
+        }
+        let caller_number = caller_number.ok_or_else(|| {
+            invalid(
+                "--sip-caller-number",
+                "required with --livekit-sip-trunk-id (the caller id of dials that name none)",
+            )
+        })?;
+        if !svc_domain::settings::is_e164(caller_number) {
+            return Err(invalid(
+                "--sip-caller-number",
+                format!("`{caller_number}` is not E.164 (+ then 8 to 15 digits)"),
+            ));
+        }
+        Ok(Some(LiveKitSip { trunk_id, caller_number: caller_number.to_owned() }))
+    }
 }
 
 /// This node as the LiveKit server's agent worker.
@@ -90,6 +128,6 @@ impl LiveKitServer {
         if api_secret.is_empty() {
             return Err(invalid("--livekit-api-secret", "the secret must be non-empty"));
         }
-        Ok(Some(LiveKitServer { url: parsed, api_key, api_secret, worker: None }))
+        Ok(Some(LiveKitServer { url: parsed, api_key, api_secret, worker: None, sip: None }))
     }
 }

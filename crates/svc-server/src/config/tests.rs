@@ -72,6 +72,22 @@ fn rejects_bad_values() {
             worker_capacity: Some(0),
             ..livekit("wss://x.livekit.cloud", "k", "s")
         },
+        ConfigArgs {
+            livekit_sip_trunk_id: Some("ST_x".into()),
+            sip_caller_number: Some("+15550100".into()),
+            ..Default::default()
+        },
+        ConfigArgs { livekit_sip_trunk_id: Some("ST_x".into()), ..livekit("wss://x.livekit.cloud", "k", "s") },
+        ConfigArgs {
+            livekit_sip_trunk_id: Some("ST x".into()),
+            sip_caller_number: Some("+15550100".into()),
+            ..livekit("wss://x.livekit.cloud", "k", "s")
+        },
+        ConfigArgs {
+            livekit_sip_trunk_id: Some("ST_x".into()),
+            sip_caller_number: Some("5550100".into()),
+            ..livekit("wss://x.livekit.cloud", "k", "s")
+        },
     ];
     for args in cases {
         assert!(matches!(resolve(args.clone()), Err(ConfigError::Invalid { .. })), "{args:?}");
@@ -200,4 +216,19 @@ fn worker_mode_takes_an_agent_name_and_a_capacity_on_a_livekit_server() {
     assert_eq!((worker.agent_name.as_str(), worker.capacity), ("svc-agent", DEFAULT_WORKER_CAPACITY));
     let sized = resolve(ConfigArgs { worker_capacity: Some(8), ..args }).expect("valid");
     assert_eq!(sized.livekit.and_then(|server| server.worker).map(|worker| worker.capacity), Some(8));
+}
+
+#[test]
+fn dial_out_on_a_livekit_server_takes_its_trunk_id_and_a_caller_number() {
+    let server = resolve(livekit("wss://x.livekit.cloud", "k", "s")).expect("valid").livekit.expect("set");
+    assert_eq!(server.sip, None, "no dial-out by default");
+    let args = ConfigArgs {
+        livekit_sip_trunk_id: Some("ST_abc".into()),
+        sip_caller_number: Some("+15550100".into()),
+        ..livekit("wss://x.livekit.cloud", "k", "s")
+    };
+    let config = resolve(args).expect("valid");
+    assert!(config.phone.is_none(), "svc's own SIP stack stays off: the LiveKit server dials");
+    let sip = config.livekit.and_then(|server| server.sip).expect("dial-out");
+    assert_eq!((sip.trunk_id.as_str(), sip.caller_number.as_str()), ("ST_abc", "+15550100"));
 }

@@ -121,6 +121,7 @@ pub(crate) async fn dial_session(
         session_id: session_id.clone(),
         phone_number: params.phone_number,
         caller_number,
+        room_name: session.room_name.clone(),
     };
     if let Err(refusal) = app.dispatcher.dial(request).await {
         // Never placed: the session keeps its one dial.

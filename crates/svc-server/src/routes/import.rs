@@ -91,10 +91,15 @@ pub(crate) async fn import_session(
     let mut artifact = None;
     if let Some(audio) = parsed.audio {
         let relative = format!("recordings/{session_id}.wav");
-        audio
-            .file
-            .persist(app.config.data_dir.join(&relative))
-            .map_err(|error| ApiError::Internal(anyhow::anyhow!("storing imported audio: {}", error.error)))?;
+        let path = app.config.artifact_path(&relative);
+        if let Err(error) = audio.file.persist(&path) {
+            // The spool and a shared recordings directory (`--recordings-dir`) may be on
+            // different filesystems, where a rename cannot go: the file is copied instead (the
+            // spooled one is removed as `error.file` drops).
+            tokio::fs::copy(error.file.path(), &path).await.map_err(|copy| {
+                ApiError::Internal(anyhow::anyhow!("storing imported audio: {}; {copy}", error.error))
+            })?;
+        }
         artifact = Some(ArtifactRecord {
             kind: "audio".to_owned(),
             path: relative,
@@ -129,7 +134,7 @@ pub(crate) async fn import_session(
     };
     if let Err(error) = app.store.insert_imported_session(&session, &turns, &[event], artifact.as_ref()).await {
         if let Some(artifact) = &artifact {
-            let spooled = app.config.data_dir.join(&artifact.path);
+            let spooled = app.config.artifact_path(&artifact.path);
             if let Err(cleanup) = tokio::fs::remove_file(&spooled).await {
                 tracing::warn!(path = %spooled.display(), error = %cleanup, "could not remove the audio of an import that failed");
             }

@@ -251,7 +251,7 @@ pub(crate) async fn get_recording(
         .artifact(&row.id, "audio")
         .await?
         .ok_or_else(|| ApiError::not_found("No recording is stored for this session"))?;
-    let path = app.config.data_dir.join(&artifact.path);
+    let path = app.config.artifact_path(&artifact.path);
     let file = tokio::fs::File::open(&path).await.map_err(|error| {
         ApiError::Internal(anyhow::anyhow!("recording {} of session {} is missing: {error}", path.display(), row.id))
     })?;
@@ -303,7 +303,7 @@ pub(crate) async fn delete_session(
         .await?
         .ok_or_else(|| ApiError::not_found("No such session in this project"))?;
     for artifact in artifacts {
-        let path = app.config.data_dir.join(&artifact.path);
+        let path = app.config.artifact_path(&artifact.path);
         match tokio::fs::remove_file(&path).await {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}

@@ -182,6 +182,7 @@ async fn a_dial_is_placed_once_per_session_and_counts_against_the_minute_limit(w
                 session_id: "live-1".into(),
                 phone_number: CALLEE.into(),
                 caller_number: ACTIVE_CALLER.into(),
+                room_name: Some("room".into()),
             }]
         );
     }

@@ -818,6 +818,7 @@ async fn on_a_livekit_server_the_start_creates_the_room_there(t: (TestApp, Arc<R
                 api_key: KEY.to_owned(),
                 api_secret: SECRET.to_owned(),
                 worker,
+                sip: None,
             });
         }
     };

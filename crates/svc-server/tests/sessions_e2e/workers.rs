@@ -30,29 +30,50 @@ struct Fleet {
 }
 
 async fn fleet(test: &'static str) -> Fleet {
+    fleet_with_trunk(test, None).await
+}
+
+/// The number svc's dials present.
+const CALLER_NUMBER: &str = "+15550100";
+
+/// A fleet whose LiveKit server dials out through the SIP trunk `trunk` (`sip:host:port`), and
+/// whose nodes dial through it (`--livekit-sip-trunk-id`).
+async fn fleet_with_trunk(test: &'static str, trunk: Option<&str>) -> Fleet {
     let db = svc_store::testing::TestDatabase::new(svc_store::Backend::Postgres).await;
     let livekit_listen = format!("127.0.0.1:{}", free_port());
     let livekit_url = format!("ws://{livekit_listen}/room");
+    let trunk_id = trunk.map(svc_phone::room_api::trunk_id);
+    // The recordings directory every node shares (a network filesystem in a deployment).
+    let recordings = tempfile::tempdir().expect("tempdir");
+    let recordings_dir = recordings.path().display().to_string();
     let worker = |node: &str| {
         let capacity = CAPACITY.to_string();
-        [
+        let mut flags = vec![
+            ("--recordings-dir", recordings_dir.as_str()),
             ("--livekit-url", livekit_url.as_str()),
             ("--livekit-api-key", LIVEKIT_KEY),
             ("--livekit-api-secret", LIVEKIT_SECRET),
             ("--livekit-agent-name", AGENT_NAME),
             ("--node-id", node),
             ("--worker-capacity", capacity.as_str()),
-        ]
-        .into_iter()
-        .flat_map(|(flag, value)| [flag.to_owned(), value.to_owned()])
-        .collect::<Vec<String>>()
+        ];
+        if let Some(trunk_id) = &trunk_id {
+            flags.extend([("--livekit-sip-trunk-id", trunk_id.as_str()), ("--sip-caller-number", CALLER_NUMBER)]);
+        }
+        flags.into_iter().flat_map(|(flag, value)| [flag.to_owned(), value.to_owned()]).collect::<Vec<String>>()
     };
     let first = worker("node-a");
     let first: Vec<&str> = first.iter().map(String::as_str).collect();
     let world = World::start_on(test, Flavor::OpenAi, &first, Some(&db.url)).await;
     let livekit_dir = tempfile::tempdir().expect("tempdir");
-    let livekit = support::Server::start_in(world.dir.join("livekit.log"), livekit_dir.path(), &livekit_listen, |_| {});
-    let mut dirs = vec![livekit_dir];
+    let livekit =
+        support::Server::start_in(world.dir.join("livekit.log"), livekit_dir.path(), &livekit_listen, |svc| {
+            if let Some(trunk) = trunk {
+                svc.args(["--sip-trunk", trunk, "--sip-caller-number", CALLER_NUMBER, "--sip-bind", "127.0.0.1:0"]);
+                svc.args(["--sip-rtp-ports", "31200-31399"]);
+            }
+        });
+    let mut dirs = vec![livekit_dir, recordings];
     let mut others = Vec::new();
     for node in ["node-b", "node-c"] {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -220,4 +241,119 @@ async fn a_killed_nodes_session_continues_on_another_node() {
     // The usage covers both nodes' parts: the three replies, two of them before the kill.
     assert_eq!((row.usage_status.as_str(), row.turn_count), ("recorded", Some(3)), "{row:?}");
     assert!(recovery < Duration::from_secs(20), "recovery took {recovery:?}");
+
+    // One recording of the whole conversation, in the directory the nodes share: the second
+    // node continued the part the first one left, so the agent's voice from before the kill and
+    // after it are both in it, served by any node. (What the first node had not handed to the
+    // file when it died, the last half second or so, is lost: its reply just before the kill
+    // may be cut.)
+    let (_, alive) = fleet.listens().into_iter().find(|(node, _)| *node == now_on).expect("the running node");
+    let (status, wav) = http_get(alive, &format!("/api/v1/external/sessions/{id}/recording"), &fleet.world.key);
+    assert_eq!(status, 200);
+    let recording = svc_audio::wav::read_wav(&wav).expect("the recording is a WAV");
+    let agent_lane: Vec<i16> = recording.samples.iter().skip(1).step_by(2).copied().collect();
+    let rate = recording.sample_rate;
+    for (reply, node) in [("Welcome!", &ran_on), ("Your name is Ada.", &now_on)] {
+        let heard = correlation(&svc_testkit::speech::speech(reply, 24_000), 24_000, &agent_lane, rate);
+        assert!(heard >= 0.8, "{reply:?} (said through {node}) in the recording: {heard:.3}");
+    }
+    let lasted = (row.ended_us.expect("ended") - row.started_us) as f64 / 1e6;
+    let recorded = agent_lane.len() as f64 / f64::from(rate);
+    assert!((recorded - lasted).abs() < 2.0, "a {recorded:.1} s recording of a {lasted:.1} s session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the interop harness (scripts/interop-setup.sh, which installs baresip) and Postgres; run by scripts/test.sh"]
+async fn a_phone_dialled_through_another_node_talks_with_the_session() {
+    // The phone: baresip as the LiveKit server's trunk, answering at once; it says the
+    // microphone sentence after a second, stays quiet while the agent answers, and hangs up when
+    // its file ends.
+    let speech = mic_pcm();
+    let mut say = vec![0i16; 48_000];
+    say.extend_from_slice(&speech);
+    say.extend(std::iter::repeat_n(0i16, 7 * 48_000));
+    let phone = baresip::Baresip::start("+15550199", &say).expect("baresip is installed (scripts/interop-setup.sh)");
+    let trunk = format!("sip:{}", phone.addr);
+    let fleet = fleet_with_trunk("workers-phone", Some(&trunk)).await;
+    let world = &fleet.world;
+    world.admin(&["workspace", "set", "e2e", "--phone-calls", "true", "--dial-minute-limit", "100"]);
+    // The nodes name the trunk by the id the LiveKit server lists (its SIP API, PyPI
+    // `livekit-api`).
+    let livekit_http = fleet.livekit_url.replacen("ws://", "http://", 1);
+    let trunks = support::sdk_report(
+        std::process::Command::new(repo().join("target/interop/venv/bin/python"))
+            .arg(repo().join("tests/interop/py/sip_dial.py"))
+            .args(["--url", &livekit_http, "--key", LIVEKIT_KEY, "--secret", LIVEKIT_SECRET])
+            .args(["--room", "-", "--number", "-", "--list-only"]),
+        &world.server.log_tail(40),
+    );
+    assert_eq!(trunks["trunks"][0]["id"], svc_phone::room_api::trunk_id(&trunk).as_str(), "{trunks}");
+    let reply = "Thank you for calling, I heard you.";
+    world.fake.queue([Reply::Speak(reply.into())]);
+
+    // Started through node A, run by whichever node LiveKit picked, dialled through another.
+    let body = json!({"sdk": {"name": "e2e", "version": "1.0.0"}, "agent": {"type": "inline", "model": "provider_b"}});
+    let (status, started) = world.post("/realtime/session/start", &body);
+    assert_eq!(status, 200, "{started}");
+    let id = started["session_id"].as_str().expect("id").to_owned();
+    let runs_on = fleet.node_of(&id).await;
+    let (through, listen) = fleet.listens().into_iter().find(|(node, _)| *node != runs_on).expect("another node");
+    let dial = |number: &str| {
+        let (status, bytes) = http(
+            listen,
+            "POST",
+            &format!("/api/v1/external/realtime/session/{id}/dial"),
+            &world.key,
+            Some(&json!({"phone_number": number})),
+        );
+        (status, serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null))
+    };
+    let (status, dialled) = dial("+15550199");
+    assert_eq!(status, 202, "dialled through {through}, run by {runs_on}: {dialled}");
+    let dial_id = dialled["dial_id"].as_str().expect("dial_id").to_owned();
+    let (status, again) = dial("+15550199");
+    assert_eq!((status, again["error"]["code"].as_str()), (409, Some("session_already_dialed")));
+
+    // The phone hangs up when its file ends; the session follows as when a user leaves.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let session = loop {
+        let session = world.get_json(&format!("/sessions/{id}"));
+        if session["status"] != "active" {
+            break session;
+        }
+        assert!(Instant::now() < deadline, "the session did not end after the phone hung up\n{}", phone.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(session["status"], "completed", "{session}");
+    let heard_by_fake = correlation(&speech, 48_000, &fake_audio(&world.fake, 0), 24_000);
+    assert!(heard_by_fake >= 0.8, "the phone's voice at the provider: {heard_by_fake:.3}");
+    let (rate, heard) = phone.heard();
+    assert!(rate > 0 && !heard.is_empty(), "baresip recorded nothing\n{}", phone.log());
+    let mut heard_48k = Vec::new();
+    svc_audio::resample::Resampler::telephone_to_room().process(&heard, &mut heard_48k);
+    let heard_by_phone = correlation(&svc_testkit::speech::speech(reply, 24_000), 24_000, &heard_48k, 48_000);
+    assert!(heard_by_phone >= 0.8, "the agent's voice at the phone: {heard_by_phone:.3}");
+
+    // The session's node followed the call from its participant: the steps, how it ended, and
+    // its minutes, as for a call svc's own phone service places.
+    let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
+    let entries: Vec<&Value> = timeline["events"].as_array().into_iter().flatten().collect();
+    let kinds: Vec<&str> =
+        entries.iter().filter_map(|e| e["type"].as_str()).filter(|k| k.starts_with("dial.")).collect();
+    assert_eq!(kinds, ["dial.placed", "dial.ringing", "dial.answered", "dial.ended"], "{kinds:?}");
+    let placed = entries.iter().find(|e| e["type"] == "dial.placed").expect("dial.placed");
+    assert_eq!(placed["data"]["dial_id"], dial_id.as_str());
+    assert_eq!(
+        (placed["data"]["phone_number"].as_str(), placed["data"]["caller_number"].as_str()),
+        (Some("+15550199"), Some(CALLER_NUMBER))
+    );
+    let ended = entries.iter().find(|e| e["type"] == "dial.ended").expect("dial.ended");
+    assert_eq!(ended["data"]["ended_by"], "phone", "{ended}");
+    let answered_for = ended["data"]["duration_seconds"].as_f64().unwrap_or(0.0);
+    assert!((5.0..20.0).contains(&answered_for), "answered for {answered_for} s");
+    let session_end = entries.iter().find(|e| e["type"] == "session.ended").expect("session.ended");
+    assert_eq!(session_end["data"]["reason"], "participant_left", "{session_end}");
+    let metered = fleet.db.store.dial_of_session(&id).await.expect("read").expect("the dial");
+    assert_eq!(metered.outcome.as_deref(), Some("completed"), "{metered:?}");
+    assert_eq!(metered.billed_seconds, answered_for.ceil() as i64, "{metered:?}");
 }

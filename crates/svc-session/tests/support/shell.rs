@@ -24,6 +24,7 @@ use svc_provider_core::session::{EVENT_CAPACITY, INPUT_CAPACITY, ProviderSession
 use svc_provider_core::{ProviderEvent, ProviderInput};
 use svc_session::actor::{SessionActor, SessionCommand, ToolJobs};
 use svc_session::core::{CoreConfig, Finish, SessionCore, Timing};
+use svc_session::external_room::SessionOwner;
 use svc_session::input::InputAudio;
 use svc_session::persist::Persister;
 use svc_session::room::{AgentRoom, AgentRoomEvent, CloseReason, PeerAudio, PeerSnapshot, ToolResultCall};
@@ -37,6 +38,8 @@ use tokio_util::sync::CancellationToken;
 pub const SESSION: &str = "0b4f2c1e-5a7d-4e2b-9c61-3f8a7d2e1c01";
 /// The agent's identity in the room.
 pub const AGENT: &str = "agent-shell";
+/// The node the actor runs on.
+pub const NODE: &str = "node-shell";
 /// Wall-clock time of the session's start, epoch µs (stored timestamps count from it).
 pub const STARTED_US: i64 = 1_800_000_000_000_000;
 /// How far [`Shell::advance`] moves the clock at a time.
@@ -219,6 +222,12 @@ impl Shell {
             commands: command_rx,
             clock_origin: (started, STARTED_US),
             dial_hangup: None,
+            room_dials: Default::default(),
+            owner: Some(SessionOwner {
+                store: db.store.clone(),
+                session_id: SESSION.to_owned(),
+                node_id: NODE.to_owned(),
+            }),
             media: Default::default(),
             media_totals: Arc::default(),
             tool_backends: Arc::default(),

@@ -29,6 +29,10 @@
 //! - **CPU** of svc's process (and of its thread groups) and of this process's runtimes, and
 //!   svc's **RSS** per session.
 //!
+//! With `--rooms livekit` (or `worker`) the sessions' rooms are on another `svc serve` playing the
+//! LiveKit server ([`server`]): svc's agents join it as clients, as on a LiveKit deployment, and
+//! that server's CPU is measured apart; `--rooms embedded,livekit` measures both in one run.
+//!
 //! A baseline phase (N = 1 by default) runs first against the same svc. The report is Markdown on
 //! stdout; progress goes to stderr.
 //!
@@ -36,6 +40,7 @@
 //! faults for M minutes, reporting svc's resources over time and what was lost.
 
 mod fake;
+mod server;
 mod soak;
 
 use std::process::ExitCode;
@@ -49,7 +54,9 @@ use svc_audio::opus::EncoderConfig;
 use svc_audio::{FRAME_SAMPLES, OpusEncoder};
 use svc_bench::lock;
 use svc_bench::measure::{Cpu, Histogram, Memory, Summary};
-use svc_bench::svc_process::{self, Started, SvcConfig, SvcProcess};
+use svc_bench::svc_process::{self, Started, SvcProcess};
+
+use crate::server::{RoomMode, Server};
 use svc_room::client::{ClientEvent, ClientOptions, ClientStats, RoomClient};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
@@ -74,6 +81,11 @@ struct Args {
     /// Unmeasured seconds of conversation before each measurement (at least one 6 s cycle).
     #[arg(long, default_value_t = 8.0)]
     warmup: f64,
+    /// Where the sessions' rooms are, each measured in turn in this run: `embedded` (svc's own
+    /// room), `livekit` (`--livekit-url`: on another `svc serve` as the LiveKit server, the
+    /// agents joining it as clients) or `worker` (as `livekit`, in worker mode).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "embedded")]
+    rooms: Vec<RoomMode>,
     /// Sessions starting at once while a phase opens them.
     #[arg(long, default_value_t = 16)]
     connect_concurrency: usize,
@@ -172,78 +184,38 @@ fn run(args: &Args) -> anyhow::Result<bool> {
         fake_runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding the fake provider")?;
     let fake_addr = fake_listener.local_addr()?;
     fake_runtime.spawn(fake::serve(fake_listener, registry.clone()));
-    let dir = tempfile::Builder::new().prefix("session-load-").tempdir().context("temporary directory")?;
-    let server = Server::start(&svc_binary, dir.path(), fake_addr, args.database_url.as_deref(), &[])?;
-    let initial = Memory::of(server.process.pid());
-    eprintln!(
-        "session-load: svc ({}) pid {} on {}; clients and fake provider (on {fake_addr}) pid {}",
-        svc_binary.display(),
-        server.process.pid(),
-        server.addr,
-        std::process::id()
-    );
+    let mut healthy = true;
+    let mut reports = Vec::new();
+    for (mode_number, &mode) in args.rooms.iter().enumerate() {
+        let dir = tempfile::Builder::new().prefix("session-load-").tempdir().context("temporary directory")?;
+        let server = Server::start(&svc_binary, dir.path(), fake_addr, args.database_url.as_deref(), mode, &[])?;
+        let initial = Memory::of(server.process.pid());
+        eprintln!(
+            "session-load: {mode:?}: svc ({}) pid {} on {}; clients and fake provider (on {fake_addr}) pid {}",
+            svc_binary.display(),
+            server.process.pid(),
+            server.addr,
+            std::process::id()
+        );
 
-    let mut phases = Vec::new();
-    let baseline = (args.baseline_sessions > 0).then_some(args.baseline_sessions);
-    let plan = baseline.into_iter().map(|n| (n, true)).chain(args.sessions.iter().map(|n| (*n, false)));
-    for (number, (sessions, is_baseline)) in plan.enumerate() {
-        let context = PhaseContext { args, number, sessions, server: &server, registry: &registry, cycle: &cycle };
-        let phase = client_runtime.block_on(run_phase(context))?;
-        eprintln!("session-load: {}", phase.one_line());
-        phases.push((phase, is_baseline));
+        let mut phases = Vec::new();
+        let baseline = (args.baseline_sessions > 0).then_some(args.baseline_sessions);
+        let plan = baseline.into_iter().map(|n| (n, true)).chain(args.sessions.iter().map(|n| (*n, false)));
+        for (number, (sessions, is_baseline)) in plan.enumerate() {
+            let number = mode_number * 100 + number;
+            let context = PhaseContext { args, number, sessions, server: &server, registry: &registry, cycle: &cycle };
+            let phase = client_runtime.block_on(run_phase(context))?;
+            eprintln!("session-load: {}", phase.one_line());
+            phases.push((phase, is_baseline));
+        }
+        server.stop()?;
+        healthy &= phases.iter().all(|(phase, _)| phase.healthy());
+        reports.push(report(args, mode, initial, &phases));
     }
-    let stopped = server.process.stop(Duration::from_secs(30));
     drop(client_runtime);
     drop(fake_runtime);
-    let status = stopped?;
-    if !status.success() {
-        eprintln!("session-load: svc serve exited with {status}");
-    }
-
-    println!("{}", report(args, initial, &phases));
-    Ok(phases.iter().all(|(phase, _)| phase.healthy()))
-}
-
-/// svc in its own process, set up by its own CLI: a workspace without a session cap and a key
-/// that may start sessions, then `svc serve` with the fake as OpenAI's endpoint.
-struct Server {
-    process: SvcProcess,
-    addr: std::net::SocketAddr,
-    key: String,
-}
-
-impl Server {
-    /// `database` is svc's (SQLite in `dir` when `None`); `extra` environment variables come
-    /// after (and so override) the defaults.
-    fn start(
-        binary: &std::path::Path,
-        dir: &std::path::Path,
-        fake: std::net::SocketAddr,
-        database: Option<&str>,
-        extra: &[(&str, String)],
-    ) -> anyhow::Result<Server> {
-        let env = [
-            ("OPENAI_API_KEY", "sk-bench".to_owned()),
-            ("OPENAI_BASE_URL", format!("http://{fake}/v1")),
-            ("SVC_DEV_WORKSPACE", "off".to_owned()),
-            ("SVC_ROOM_UDP_PORT", "0".to_owned()),
-            ("SVC_ROOM_NODE_IP", "127.0.0.1".to_owned()),
-        ];
-        let config = SvcConfig {
-            binary: binary.to_owned(),
-            data_dir: dir.to_owned(),
-            env: env
-                .iter()
-                .chain(database.map(|url| ("SVC_DATABASE_URL", url.to_owned())).iter())
-                .chain(extra)
-                .map(|(name, value)| ((*name).to_owned(), value.clone()))
-                .collect(),
-        };
-        let key = config.workspace_with_key("session-load")?;
-        let process = SvcProcess::start(&config)?;
-        let addr = process.addr;
-        Ok(Server { process, addr, key })
-    }
+    println!("{}", reports.join("\n"));
+    Ok(healthy)
 }
 
 /// A voiced test signal with no pauses (so every 20 ms of a talk spurt is clearly loud): a
@@ -381,6 +353,8 @@ struct Phase {
     window: Duration,
     /// svc's process, all of it.
     cpu_svc: f64,
+    /// The LiveKit-role server's process (rooms not svc's own).
+    cpu_room: Option<f64>,
     /// svc's busiest thread groups (tokio workers, the room's, the store's) with their CPU.
     svc_threads: Vec<(String, f64)>,
     /// This process: the fake provider and the clients.
@@ -505,12 +479,13 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
     let svc_pid = server.process.pid();
     let heap_before = server.process.heap().await?;
     let frames_before = probes.media_frames();
-    let (svc_before, bench_before) = (Cpu::of(svc_pid), Cpu::now());
+    let room_pid = server.room.as_ref().map(SvcProcess::pid);
+    let (svc_before, bench_before, room_before) = (Cpu::of(svc_pid), Cpu::now(), room_pid.map(Cpu::of));
     let window_start = Instant::now();
     probes.measuring.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs_f64(args.seconds)).await;
     probes.measuring.store(false, Ordering::SeqCst);
-    let (svc_after, bench_after) = (Cpu::of(svc_pid), Cpu::now());
+    let (svc_after, bench_after, room_after) = (Cpu::of(svc_pid), Cpu::now(), room_pid.map(Cpu::of));
     let window = window_start.elapsed();
     let frames_in_window = probes.media_frames().saturating_sub(frames_before);
     let heap = match (heap_before, server.process.heap().await?) {
@@ -554,6 +529,7 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
 
     let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
     let cpu_svc = svc_after.process_percent_since(&svc_before, window);
+    let cpu_room = room_before.zip(room_after).map(|(before, after)| after.process_percent_since(&before, window));
     let svc_threads =
         svc_after.groups_percent_since(&svc_before, window).into_iter().filter(|(_, cpu)| *cpu >= 0.5).collect();
     Ok(Phase {
@@ -561,12 +537,15 @@ async fn run_phase(context: PhaseContext<'_>) -> anyhow::Result<Phase> {
         setup,
         window,
         cpu_svc,
+        cpu_room,
         svc_threads,
         cpu_bench: bench_after.process_percent_since(&bench_before, window),
         cpu_fake: bench_after.group_percent_since(&bench_before, "fake-provider", window),
         cpu_client: bench_after.group_percent_since(&bench_before, "svc-client", window),
-        // The machine minus this process (what `others_percent_since` leaves) minus svc.
-        cpu_others: (bench_after.others_percent_since(&bench_before, window) - cpu_svc).max(0.0),
+        // The machine minus this process (what `others_percent_since` leaves) minus svc (and
+        // the LiveKit-role server).
+        cpu_others: (bench_after.others_percent_since(&bench_before, window) - cpu_svc - cpu_room.unwrap_or(0.0))
+            .max(0.0),
         memory,
         up: probes.up.summary(),
         down: probes.down.summary(),
@@ -749,17 +728,18 @@ impl Reader {
     }
 }
 
-fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
+fn report(args: &Args, mode: RoomMode, initial: Memory, phases: &[(Phase, bool)]) -> String {
     let ms = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.2}"));
     let baseline = phases.iter().find(|(_, is_baseline)| *is_baseline).map(|(phase, _)| phase);
     let mut out = String::new();
     out.push_str(&svc_bench::run_header(" --bin session-load"));
+    out.push_str(&format!("- Rooms: {}.\n", mode.describe()));
     out.push_str(&format!(
-        "- Setup: svc in its own process (`svc serve`: HTTP, embedded room, session runtime, SQLite; one tokio worker per core), set up by its CLI; in the benchmark's process the fake OpenAI Realtime provider on {} thread(s) (`fake-provider`) and the str0m clients on {} (`svc-client`). Each client loops 3 s of voice and 3 s of silence; the agent answers each turn with 2.4 s of 24 kHz speech streamed at real time. {} s warm-up, {} s measured per phase. svc's RSS before any session: {:.0} MiB.\n\n",
+        "- Setup: svc in its own process (`svc serve`: HTTP, room or room client, session runtime, SQLite; one tokio worker per core), set up by its CLI; in the benchmark's process the fake OpenAI Realtime provider on {} thread(s) (`fake-provider`) and the str0m clients on {} (`svc-client`). Each client loops 3 s of voice and 3 s of silence; the agent answers each turn with 2.4 s of 24 kHz speech streamed at real time. {} s warm-up, {} s measured per phase. svc's RSS before any session: {:.0} MiB.\n\n",
         args.fake_threads, args.client_threads, args.warmup, args.seconds, initial.rss_mib,
     ));
-    out.push_str("| sessions | svc CPU (% of a core) | svc CPU per session | marginal svc CPU per session vs baseline | svc RSS MiB | svc RSS per session (MiB) | fake-provider | svc-client | → client packet → provider frame p50 / p99 / max (ms) | ← provider frame → client packet p50 / p99 / max (ms) | first audio p50 / p99 (ms) | p99 vs baseline (→ / ←) |\n");
-    out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    out.push_str("| sessions | svc CPU (% of a core) | LiveKit server CPU | svc CPU per session | marginal svc CPU per session vs baseline | svc RSS MiB | svc RSS per session (MiB) | fake-provider | svc-client | → client packet → provider frame p50 / p99 / max (ms) | ← provider frame → client packet p50 / p99 / max (ms) | first audio p50 / p99 (ms) | p99 vs baseline (→ / ←) |\n");
+    out.push_str("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (phase, is_baseline) in phases {
         let ratio = |value: Option<f64>, base: Option<f64>| match (value, base) {
             (Some(value), Some(base)) if base > 0.0 => format!("{:.2}×", value / base),
@@ -780,10 +760,11 @@ fn report(args: &Args, initial: Memory, phases: &[(Phase, bool)]) -> String {
             _ => ("(baseline)".to_owned(), "(baseline)".to_owned()),
         };
         out.push_str(&format!(
-            "| {}{} | {:.1} | {:.2} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {} / {} / {} | {} / {} / {} | {} / {} | {} |\n",
+            "| {}{} | {:.1} | {} | {:.2} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {} / {} / {} | {} / {} / {} | {} / {} | {} |\n",
             phase.sessions,
             if *is_baseline { " (baseline)" } else { "" },
             phase.cpu_svc,
+            phase.cpu_room.map_or("–".to_owned(), |cpu| format!("{cpu:.1}")),
             phase.cpu_svc / phase.sessions as f64,
             marginal,
             phase.memory.rss_mib,

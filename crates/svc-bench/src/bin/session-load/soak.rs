@@ -148,7 +148,14 @@ pub(crate) fn run(args: &Args, minutes: f64) -> anyhow::Result<bool> {
     let port = std::net::UdpSocket::bind("127.0.0.1:0").and_then(|probe| probe.local_addr())?.port();
     let dir = tempfile::Builder::new().prefix("soak-").tempdir().context("temporary directory")?;
     let env = [("SVC_ROOM_UDP_PORT", port.to_string()), ("SVC_ROOM_NODE_IP", "127.0.0.1=127.0.0.2".to_owned())];
-    let server = Server::start(&svc_binary, dir.path(), fake_addr, args.database_url.as_deref(), &env)?;
+    let server = Server::start(
+        &svc_binary,
+        dir.path(),
+        fake_addr,
+        args.database_url.as_deref(),
+        crate::server::RoomMode::Embedded,
+        &env,
+    )?;
     eprintln!(
         "soak: svc pid {} on {}; {sessions} sessions for {minutes} min, a fault every ~{} s, seed {}",
         server.process.pid(),
