@@ -429,13 +429,7 @@ async fn a_resumed_session_remembers_the_conversation_and_never_greets_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh, which installs baresip); run by scripts/test.sh"]
 async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
-    // The phone: baresip on loopback as the trunk, answering at once; it says the microphone
-    // sentence after a second, stays quiet while the agent answers, and hangs up when its file ends.
-    let speech = mic_pcm();
-    let mut say = vec![0i16; 48_000];
-    say.extend_from_slice(&speech);
-    say.extend(std::iter::repeat_n(0i16, 7 * 48_000));
-    let phone = baresip::Baresip::start("+15550199", &say).expect("baresip is installed (scripts/interop-setup.sh)");
+    let (phone, speech) = answering_phone();
     let trunk = format!("sip:{}", phone.addr);
     let args = ["--sip-trunk", &trunk, "--sip-caller-number", "+15550100", "--sip-bind", "127.0.0.1:0"];
     let world = World::start("phone", Flavor::OpenAi, &[&args[..], &["--sip-rtp-ports", "31000-31199"]].concat()).await;
@@ -464,28 +458,7 @@ async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
     let (status, again) = world.post(&format!("/realtime/session/{id}/dial"), &json!({"phone_number": "+15550199"}));
     assert_eq!((status, again["error"]["code"].as_str()), (409, Some("session_already_dialed")));
 
-    // The phone hangs up when its file ends; the session follows as when a user leaves.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let session = loop {
-        let session = world.get_json(&format!("/sessions/{id}"));
-        if session["status"] != "active" {
-            break session;
-        }
-        assert!(Instant::now() < deadline, "the session did not end after the phone hung up\n{}", phone.log());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert_eq!(session["status"], "completed", "{session}");
-
-    let heard_by_fake = correlation(&speech, 48_000, &fake_audio(&world.fake, 0), 24_000);
-    assert!(heard_by_fake >= 0.8, "the phone's voice at the provider: {heard_by_fake:.3}");
-    let spoken = svc_testkit::speech::speech(reply, 24_000);
-    let (rate, heard) = phone.heard();
-    assert!(rate > 0 && !heard.is_empty(), "baresip recorded nothing\n{}", phone.log());
-    assert_eq!(rate, 8_000, "G.711 at the phone");
-    let mut heard_48k = Vec::new();
-    svc_audio::resample::Resampler::telephone_to_room().process(&heard, &mut heard_48k);
-    let heard_by_phone = correlation(&spoken, 24_000, &heard_48k, 48_000);
-    assert!(heard_by_phone >= 0.8, "the agent's voice at the phone: {heard_by_phone:.3}");
+    let (heard_by_fake, heard_by_phone) = phone_call_heard_both_ways(&world, &id, &phone, &speech, reply).await;
 
     let timeline = world.get_json(&format!("/sessions/{id}/timeline"));
     let entries: Vec<&Value> = timeline["events"].as_array().into_iter().flatten().collect();
@@ -519,6 +492,50 @@ async fn a_phone_dialled_into_a_session_talks_with_the_agent_and_hangs_up() {
     assert_eq!(metered.outcome.as_deref(), Some("completed"), "{metered:?}");
     assert_eq!(metered.billed_seconds, answered_for.ceil() as i64, "{metered:?}");
     eprintln!("phone: phone→provider {heard_by_fake:.3}, provider→phone {heard_by_phone:.3}, {answered_for:.1} s");
+}
+
+/// The phone: baresip on loopback as the trunk, answering at once. It says the microphone
+/// sentence (returned) after a second, stays quiet while the agent answers, and hangs up when its
+/// file ends.
+pub(crate) fn answering_phone() -> (baresip::Baresip, Vec<i16>) {
+    let speech = mic_pcm();
+    let mut say = vec![0i16; 48_000];
+    say.extend_from_slice(&speech);
+    say.extend(std::iter::repeat_n(0i16, 7 * 48_000));
+    let phone = baresip::Baresip::start("+15550199", &say).expect("baresip is installed (scripts/interop-setup.sh)");
+    (phone, speech)
+}
+
+/// Waits for the phone's hangup to end session `id` as a user's leave does (`completed`), then
+/// checks the call both ways: the phone's `speech` at the provider, the agent's `reply` at the
+/// phone (G.711). Returns the two correlations.
+pub(crate) async fn phone_call_heard_both_ways(
+    world: &World,
+    id: &str,
+    phone: &baresip::Baresip,
+    speech: &[i16],
+    reply: &str,
+) -> (f64, f64) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let session = loop {
+        let session = world.get_json(&format!("/sessions/{id}"));
+        if session["status"] != "active" {
+            break session;
+        }
+        assert!(Instant::now() < deadline, "the session did not end after the phone hung up\n{}", phone.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(session["status"], "completed", "{session}");
+    let heard_by_fake = correlation(speech, 48_000, &fake_audio(&world.fake, 0), 24_000);
+    assert!(heard_by_fake >= 0.8, "the phone's voice at the provider: {heard_by_fake:.3}");
+    let (rate, heard) = phone.heard();
+    assert!(rate > 0 && !heard.is_empty(), "baresip recorded nothing\n{}", phone.log());
+    assert_eq!(rate, 8_000, "G.711 at the phone");
+    let mut heard_48k = Vec::new();
+    svc_audio::resample::Resampler::telephone_to_room().process(&heard, &mut heard_48k);
+    let heard_by_phone = correlation(&svc_testkit::speech::speech(reply, 24_000), 24_000, &heard_48k, 48_000);
+    assert!(heard_by_phone >= 0.8, "the agent's voice at the phone: {heard_by_phone:.3}");
+    (heard_by_fake, heard_by_phone)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -265,14 +265,8 @@ async fn a_killed_nodes_session_continues_on_another_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the interop harness (scripts/interop-setup.sh, which installs baresip) and Postgres; run by scripts/test.sh"]
 async fn a_phone_dialled_through_another_node_talks_with_the_session() {
-    // The phone: baresip as the LiveKit server's trunk, answering at once; it says the
-    // microphone sentence after a second, stays quiet while the agent answers, and hangs up when
-    // its file ends.
-    let speech = mic_pcm();
-    let mut say = vec![0i16; 48_000];
-    say.extend_from_slice(&speech);
-    say.extend(std::iter::repeat_n(0i16, 7 * 48_000));
-    let phone = baresip::Baresip::start("+15550199", &say).expect("baresip is installed (scripts/interop-setup.sh)");
+    // The phone (baresip) is the LiveKit server's trunk.
+    let (phone, speech) = answering_phone();
     let trunk = format!("sip:{}", phone.addr);
     let fleet = fleet_with_trunk("workers-phone", Some(&trunk)).await;
     let world = &fleet.world;
@@ -315,24 +309,7 @@ async fn a_phone_dialled_through_another_node_talks_with_the_session() {
     assert_eq!((status, again["error"]["code"].as_str()), (409, Some("session_already_dialed")));
 
     // The phone hangs up when its file ends; the session follows as when a user leaves.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let session = loop {
-        let session = world.get_json(&format!("/sessions/{id}"));
-        if session["status"] != "active" {
-            break session;
-        }
-        assert!(Instant::now() < deadline, "the session did not end after the phone hung up\n{}", phone.log());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert_eq!(session["status"], "completed", "{session}");
-    let heard_by_fake = correlation(&speech, 48_000, &fake_audio(&world.fake, 0), 24_000);
-    assert!(heard_by_fake >= 0.8, "the phone's voice at the provider: {heard_by_fake:.3}");
-    let (rate, heard) = phone.heard();
-    assert!(rate > 0 && !heard.is_empty(), "baresip recorded nothing\n{}", phone.log());
-    let mut heard_48k = Vec::new();
-    svc_audio::resample::Resampler::telephone_to_room().process(&heard, &mut heard_48k);
-    let heard_by_phone = correlation(&svc_testkit::speech::speech(reply, 24_000), 24_000, &heard_48k, 48_000);
-    assert!(heard_by_phone >= 0.8, "the agent's voice at the phone: {heard_by_phone:.3}");
+    phone_call_heard_both_ways(world, &id, &phone, &speech, reply).await;
 
     // The session's node followed the call from its participant: the steps, how it ended, and
     // its minutes, as for a call svc's own phone service places.
