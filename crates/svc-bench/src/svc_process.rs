@@ -37,6 +37,44 @@ pub fn binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// The API key and secret of the LiveKit-role `svc serve` a benchmark starts
+/// ([`start_livekit_role`]): its room server's, and its agent nodes' `--livekit-api-*`.
+pub const LIVEKIT_KEY: &str = "bench-livekit";
+/// See [`LIVEKIT_KEY`].
+pub const LIVEKIT_SECRET: &str = "bench-livekit-secret-0123456789abcdef";
+
+/// Starts `binary` as the LiveKit server of a benchmark (`svc serve` in its room-only role on
+/// loopback, keyed with [`LIVEKIT_KEY`]), with its data in `data_dir` (created).
+pub fn start_livekit_role(binary: &Path, data_dir: &Path) -> anyhow::Result<SvcProcess> {
+    std::fs::create_dir_all(data_dir).context("the LiveKit server's data directory")?;
+    let config = SvcConfig {
+        binary: binary.to_owned(),
+        data_dir: data_dir.to_owned(),
+        env: [
+            ("SVC_ROOM_API_KEY", LIVEKIT_KEY),
+            ("SVC_ROOM_API_SECRET", LIVEKIT_SECRET),
+            ("SVC_ROOM_UDP_PORT", "0"),
+            ("SVC_ROOM_NODE_IP", "127.0.0.1"),
+            ("SVC_DEV_WORKSPACE", "off"),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .to_vec(),
+    };
+    SvcProcess::start(&config).context("starting the LiveKit-role svc")
+}
+
+/// The environment that puts a svc's sessions' rooms on `livekit` (from [`start_livekit_role`]):
+/// `--livekit-url` and its key.
+pub fn livekit_env(livekit: &SvcProcess) -> Vec<(String, String)> {
+    [
+        ("SVC_LIVEKIT_URL", format!("ws://{}/room", livekit.addr)),
+        ("SVC_LIVEKIT_API_KEY", LIVEKIT_KEY.to_owned()),
+        ("SVC_LIVEKIT_API_SECRET", LIVEKIT_SECRET.to_owned()),
+    ]
+    .map(|(name, value)| (name.to_owned(), value))
+    .to_vec()
+}
+
 /// How one `svc` is configured: its binary, its data directory (SQLite database included) and the
 /// environment every command of it gets, as an operator's shell would set it.
 #[derive(Debug, Clone)]

@@ -218,7 +218,6 @@ pub fn from_xai(usage: &Value) -> Option<UsageTokens> {
     (tokens != UsageTokens::default()).then_some(tokens)
 }
 
-/// Saturating, never-negative `a + b`.
 /// Session-wide usage accumulator: sums per-response / per-turn token reports and keeps the
 /// non-token audio-seconds meter.
 ///

@@ -521,6 +521,14 @@ impl<R: AgentRoom> SessionActor<R> {
         }
     }
 
+    /// The core sent `Close`: the adapter answers open calls and closes its socket, within
+    /// [`PROVIDER_CLOSE_GRACE`], or is cancelled.
+    async fn close_provider(&mut self) {
+        if tokio::time::timeout(PROVIDER_CLOSE_GRACE, &mut self.provider.task).await.is_err() {
+            self.provider.shutdown.cancel();
+        }
+    }
+
     /// The session runs on `node` now (this node was cut off from the LiveKit server, not dead,
     /// and LiveKit gave the job to `node`, which took the session over): this node leaves the
     /// room to it and writes nothing more. The session's end and its recording, which `node`
@@ -531,9 +539,7 @@ impl<R: AgentRoom> SessionActor<R> {
         if let Some(recording) = self.recording.take() {
             recording.file.leave_unfinished();
         }
-        if tokio::time::timeout(PROVIDER_CLOSE_GRACE, &mut self.provider.task).await.is_err() {
-            self.provider.shutdown.cancel();
-        }
+        self.close_provider().await;
         self.room.close(CloseReason::Superseded).await;
         self.persister.abandon();
     }
@@ -570,10 +576,7 @@ impl<R: AgentRoom> SessionActor<R> {
             }
             None => None,
         };
-        // The core sent `Close`: the adapter answers open calls and closes its socket.
-        if tokio::time::timeout(PROVIDER_CLOSE_GRACE, &mut self.provider.task).await.is_err() {
-            self.provider.shutdown.cancel();
-        }
+        self.close_provider().await;
         let grace_ends = tokio::time::Instant::now() + DIAL_END_GRACE;
         if self.core.dial_in_progress()
             && let Some(hangup) = self.dial_hangup.take()

@@ -152,12 +152,12 @@ impl RoomDials {
         if let Some(reached) = reached {
             if call.stage == Stage::Dialing {
                 call.stage = Stage::Ringing;
-                steps.push(DialStep::Update(update(&call.dial_id, DialStatus::Ringing)));
+                steps.push(DialStep::Update(DialUpdate::new(&call.dial_id, DialStatus::Ringing)));
             }
             if reached == Stage::Answered && call.stage == Stage::Ringing {
                 call.stage = Stage::Answered;
                 call.answered = Some((now, now_us));
-                steps.push(DialStep::Update(update(&call.dial_id, DialStatus::Answered)));
+                steps.push(DialStep::Update(DialUpdate::new(&call.dial_id, DialStatus::Answered)));
             }
         }
         if snapshot.call_status == "hangup" {
@@ -180,7 +180,7 @@ impl RoomDials {
     fn end(&mut self, now: Instant, now_us: i64, identity: &str, by: &'static str, reason: &str) -> Vec<DialStep> {
         let Some(call) = self.calls.remove(identity) else { return Vec::new() };
         self.over.push(call.dial_id.clone());
-        let mut finished = update(&call.dial_id, DialStatus::Ended);
+        let mut finished = DialUpdate::new(&call.dial_id, DialStatus::Ended);
         let record = match call.answered {
             Some((answered_at, answered_us)) => {
                 let answered_for = now.saturating_duration_since(answered_at);
@@ -212,18 +212,6 @@ impl RoomDials {
             }
         };
         vec![DialStep::Update(finished), DialStep::Finished(record)]
-    }
-}
-
-fn update(dial_id: &str, status: DialStatus) -> DialUpdate {
-    DialUpdate {
-        dial_id: dial_id.to_owned(),
-        status,
-        reason: None,
-        sip_status: None,
-        ended_by: None,
-        duration_seconds: None,
-        digit: None,
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -185,7 +185,9 @@ pub struct RecordingFile {
     partial: PathBuf,
     done: PathBuf,
     relative: String,
-    file: BufWriter<File>,
+    /// Written through, a block at a time (no buffer: what a node that dies had handed over
+    /// is on disk for the node that takes the session over).
+    file: File,
     data_bytes: u64,
     rate_hz: u32,
 }
@@ -200,13 +202,9 @@ impl RecordingFile {
     /// Creates `<session_id>.wav.part` in `recordings_dir`; the artifact names it
     /// `recordings/<session_id>.wav` (the recordings directory's stored prefix).
     pub fn create(recordings_dir: &Path, session_id: &str, rate_hz: u32) -> std::io::Result<RecordingFile> {
-        let relative = format!("recordings/{session_id}.wav");
-        let done = recordings_dir.join(format!("{session_id}.wav"));
-        if let Some(parent) = done.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let partial = done.with_extension("wav.part");
-        let mut file = BufWriter::with_capacity(64 * 1024, File::create(&partial)?);
+        let (relative, done, partial) = paths(recordings_dir, session_id);
+        std::fs::create_dir_all(recordings_dir)?;
+        let mut file = File::create(&partial)?;
         file.write_all(&header(rate_hz, 0))?;
         Ok(RecordingFile { partial, done, relative, file, data_bytes: 0, rate_hz })
     }
@@ -223,14 +221,12 @@ impl RecordingFile {
         rate_hz: u32,
         now: SystemTime,
     ) -> std::io::Result<RecordingFile> {
-        let relative = format!("recordings/{session_id}.wav");
-        let done = recordings_dir.join(format!("{session_id}.wav"));
-        let partial = done.with_extension("wav.part");
+        let (relative, done, partial) = paths(recordings_dir, session_id);
         let Ok(mut file) = std::fs::OpenOptions::new().read(true).write(true).open(&partial) else {
             return RecordingFile::create(recordings_dir, session_id, rate_hz);
         };
         let metadata = file.metadata()?;
-        let mut head = [0u8; 44];
+        let mut head = [0u8; HEADER_BYTES as usize];
         let readable = std::io::Read::read_exact(&mut file, &mut head).is_ok();
         if !readable || head[..36] != header(rate_hz, 0)[..36] {
             tracing::warn!(session.id = %session_id, path = %partial.display(),
@@ -242,14 +238,7 @@ impl RecordingFile {
         file.set_len(HEADER_BYTES + data_bytes)?;
         file.seek(SeekFrom::End(0))?;
         let gap = metadata.modified().ok().and_then(|written| now.duration_since(written).ok()).unwrap_or_default();
-        let mut recording = RecordingFile {
-            partial,
-            done,
-            relative,
-            file: BufWriter::with_capacity(64 * 1024, file),
-            data_bytes,
-            rate_hz,
-        };
+        let mut recording = RecordingFile { partial, done, relative, file, data_bytes, rate_hz };
         let silent_pairs = gap.min(MAX_TAKEOVER_GAP).as_micros() * u128::from(rate_hz) / 1_000_000;
         let silence = vec![0u8; 4 * 4_096];
         let mut left = u64::try_from(silent_pairs).unwrap_or(0) * 4;
@@ -266,12 +255,11 @@ impl RecordingFile {
     /// Appends interleaved stereo samples already in the file's byte order
     /// ([`StereoAligner::drain_bytes`]).
     pub fn append_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.file.write_all(bytes)?;
         // Each block reaches the file at once (the session's writes come in 200 ms blocks, five
         // a second): a node that dies loses what it had not handed out yet, not also up to a
         // buffer's worth of written audio, and a node that takes the session over continues
         // from there.
-        self.file.flush()?;
+        self.file.write_all(bytes)?;
         self.data_bytes += bytes.len() as u64;
         Ok(())
     }
@@ -284,14 +272,13 @@ impl RecordingFile {
 
     /// Writes the sizes, moves the file to its final name and describes it; an empty recording is
     /// removed (`None`).
-    pub fn finish(mut self) -> std::io::Result<Option<ArtifactRecord>> {
+    pub fn finish(self) -> std::io::Result<Option<ArtifactRecord>> {
         if self.data_bytes == 0 {
             drop(self.file);
             std::fs::remove_file(&self.partial)?;
             return Ok(None);
         }
-        self.file.flush()?;
-        let mut file = self.file.into_inner().map_err(|error| error.into_error())?;
+        let mut file = self.file;
         file.seek(SeekFrom::Start(0))?;
         file.write_all(&header(self.rate_hz, self.data_bytes))?;
         file.sync_all()?;
@@ -305,12 +292,10 @@ impl RecordingFile {
         }))
     }
 
-    /// Stops writing and leaves the unfinished file as it is on disk (what is still buffered is
-    /// not written): a node that took the session over continues it.
+    /// Stops writing and leaves the unfinished file as it is on disk (its sizes not written, the
+    /// `.part` not renamed): a node that took the session over continues it.
     pub fn leave_unfinished(self) {
-        // Dropping the parts, not the writer, discards its buffer instead of writing it.
-        let (file, _unwritten) = self.file.into_parts();
-        drop(file);
+        drop(self.file);
     }
 
     /// Gives up on the recording (the file is removed).
@@ -322,6 +307,14 @@ impl RecordingFile {
             tracing::warn!(path = %self.partial.display(), %error, "could not remove a discarded recording");
         }
     }
+}
+
+/// The artifact's stored path (`recordings/<id>.wav`), the finished file and the file being
+/// written, of session `session_id` in `recordings_dir`.
+fn paths(recordings_dir: &Path, session_id: &str) -> (String, PathBuf, PathBuf) {
+    let done = recordings_dir.join(format!("{session_id}.wav"));
+    let partial = done.with_extension("wav.part");
+    (format!("recordings/{session_id}.wav"), done, partial)
 }
 
 fn header(rate_hz: u32, data_bytes: u64) -> [u8; 44] {
@@ -480,7 +473,6 @@ mod tests {
         let mut first = RecordingFile::create(&recordings, "s1", RATE).expect("create");
         first.append(&[1, -1, 2, -2, 3, -3]).expect("append");
         first.append_bytes(&[9, 9]).expect("append");
-        first.file.flush().expect("flush");
         drop(first);
         let written = std::fs::metadata(recordings.join("s1.wav.part")).and_then(|m| m.modified()).expect("mtime");
         // The next node takes over 50 ms after the last write.
@@ -501,14 +493,12 @@ mod tests {
         assert_eq!(fresh.data_bytes, 0);
         let mut other = RecordingFile::create(&recordings, "s3", 24_000).expect("create");
         other.append(&[1, 1]).expect("append");
-        other.file.flush().expect("flush");
         drop(other);
         let replaced = RecordingFile::continue_or_create(&recordings, "s3", RATE, now).expect("create");
         assert_eq!(replaced.data_bytes, 0);
         // A takeover long after the last write fills no more than the bound.
         let mut late = RecordingFile::create(&recordings, "s4", RATE).expect("create");
         late.append(&[1, 1]).expect("append");
-        late.file.flush().expect("flush");
         drop(late);
         let hours = now + Duration::from_secs(3 * 3600);
         let bounded = RecordingFile::continue_or_create(&recordings, "s4", RATE, hours).expect("continue");

@@ -653,15 +653,7 @@ async fn watch_dial(
             // The phone service stopped without a final word (it always gives one; defensive).
             break (answered_us, "lost".to_owned(), 0);
         };
-        let mut update = DialUpdate {
-            dial_id: dial_id.clone(),
-            status: DialStatus::Ringing,
-            reason: None,
-            sip_status: None,
-            ended_by: None,
-            duration_seconds: None,
-            digit: None,
-        };
+        let mut update = DialUpdate::new(&dial_id, DialStatus::Ringing);
         let mut last = None;
         match progress {
             DialProgress::Ringing => {}

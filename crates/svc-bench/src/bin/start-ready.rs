@@ -23,9 +23,6 @@ use svc_bench::svc_process::{self, SvcConfig, SvcProcess};
 use svc_room::client::{ClientEvent, ClientOptions, RoomClient};
 use svc_testkit::{FAKE_API_KEY, FakeUpstream, Flavor};
 
-/// The LiveKit role's API key and secret (the room server's, and the agents' nodes' setting).
-const LIVEKIT_KEY: &str = "bench-livekit";
-const LIVEKIT_SECRET: &str = "bench-livekit-secret-0123456789abcdef";
 /// How long one session may take to say `ready`.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
@@ -120,28 +117,11 @@ async fn measure(
     let dirs = (tempfile::tempdir()?, tempfile::tempdir()?);
     let livekit = match mode {
         Mode::Embedded => None,
-        Mode::External | Mode::Worker => {
-            let config = SvcConfig {
-                binary: binary.to_owned(),
-                data_dir: dirs.1.path().to_owned(),
-                env: vec![
-                    ("SVC_ROOM_API_KEY".to_owned(), LIVEKIT_KEY.to_owned()),
-                    ("SVC_ROOM_API_SECRET".to_owned(), LIVEKIT_SECRET.to_owned()),
-                    ("SVC_ROOM_UDP_PORT".to_owned(), "0".to_owned()),
-                ],
-            };
-            Some(SvcProcess::start(&config)?)
-        }
+        Mode::External | Mode::Worker => Some(svc_process::start_livekit_role(binary, dirs.1.path())?),
     };
     let mut env = provider.to_vec();
     env.push(("SVC_ROOM_UDP_PORT".to_owned(), "0".to_owned()));
-    if let Some(livekit) = &livekit {
-        env.extend([
-            ("SVC_LIVEKIT_URL".to_owned(), format!("ws://{}/room", livekit.addr)),
-            ("SVC_LIVEKIT_API_KEY".to_owned(), LIVEKIT_KEY.to_owned()),
-            ("SVC_LIVEKIT_API_SECRET".to_owned(), LIVEKIT_SECRET.to_owned()),
-        ]);
-    }
+    env.extend(livekit.as_ref().map(svc_process::livekit_env).unwrap_or_default());
     if matches!(mode, Mode::Worker) {
         env.push(("SVC_LIVEKIT_AGENT_NAME".to_owned(), "bench".to_owned()));
     }

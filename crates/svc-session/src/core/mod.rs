@@ -175,6 +175,21 @@ pub struct DialUpdate {
     pub digit: Option<char>,
 }
 
+impl DialUpdate {
+    /// Dial `dial_id` at `status`, nothing else said yet.
+    pub fn new(dial_id: &str, status: DialStatus) -> DialUpdate {
+        DialUpdate {
+            dial_id: dial_id.to_owned(),
+            status,
+            reason: None,
+            sip_status: None,
+            ended_by: None,
+            duration_seconds: None,
+            digit: None,
+        }
+    }
+}
+
 /// How the session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndStatus {

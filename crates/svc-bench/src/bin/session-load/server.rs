@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use svc_bench::svc_process::{SvcConfig, SvcProcess};
+use svc_bench::svc_process::{self, SvcConfig, SvcProcess};
 
 /// Where the sessions' rooms are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,10 +30,6 @@ impl RoomMode {
     }
 }
 
-/// The API key and secret of the LiveKit-role server.
-const LIVEKIT_KEY: &str = "bench-livekit";
-const LIVEKIT_SECRET: &str = "bench-livekit-secret-0123456789abcdef";
-
 /// svc in its own process, set up by its own CLI: a workspace without a session cap and a key
 /// that may start sessions, then `svc serve` with the fake as OpenAI's endpoint.
 pub(crate) struct Server {
@@ -59,34 +54,15 @@ impl Server {
         let room = match mode {
             RoomMode::Embedded => None,
             RoomMode::Livekit | RoomMode::Worker => {
-                let config = SvcConfig {
-                    binary: binary.to_owned(),
-                    data_dir: dir.join("livekit"),
-                    env: [
-                        ("SVC_ROOM_API_KEY", LIVEKIT_KEY),
-                        ("SVC_ROOM_API_SECRET", LIVEKIT_SECRET),
-                        ("SVC_ROOM_UDP_PORT", "0"),
-                        ("SVC_ROOM_NODE_IP", "127.0.0.1"),
-                        ("SVC_DEV_WORKSPACE", "off"),
-                    ]
-                    .map(|(name, value)| (name.to_owned(), value.to_owned()))
-                    .to_vec(),
-                };
-                std::fs::create_dir_all(&config.data_dir).context("the LiveKit server's data directory")?;
-                Some(SvcProcess::start(&config).context("starting the LiveKit-role svc")?)
+                Some(svc_process::start_livekit_role(binary, &dir.join("livekit"))?)
             }
         };
-        let mut livekit = Vec::new();
-        if let Some(room) = &room {
-            livekit.extend([
-                ("SVC_LIVEKIT_URL", format!("ws://{}/room", room.addr)),
-                ("SVC_LIVEKIT_API_KEY", LIVEKIT_KEY.to_owned()),
-                ("SVC_LIVEKIT_API_SECRET", LIVEKIT_SECRET.to_owned()),
-            ]);
-        }
+        let mut livekit: Vec<(String, String)> = room.as_ref().map(svc_process::livekit_env).unwrap_or_default();
         if mode == RoomMode::Worker {
-            livekit
-                .extend([("SVC_LIVEKIT_AGENT_NAME", "bench".to_owned()), ("SVC_WORKER_CAPACITY", "10000".to_owned())]);
+            livekit.extend(
+                [("SVC_LIVEKIT_AGENT_NAME", "bench"), ("SVC_WORKER_CAPACITY", "10000")]
+                    .map(|(name, value)| (name.to_owned(), value.to_owned())),
+            );
         }
         let env = [
             ("OPENAI_API_KEY", "sk-bench".to_owned()),
@@ -101,9 +77,9 @@ impl Server {
             env: env
                 .iter()
                 .chain(database.map(|url| ("SVC_DATABASE_URL", url.to_owned())).iter())
-                .chain(&livekit)
-                .chain(extra)
                 .map(|(name, value)| ((*name).to_owned(), value.clone()))
+                .chain(livekit)
+                .chain(extra.iter().map(|(name, value)| ((*name).to_owned(), value.clone())))
                 .collect(),
         };
         let key = config.workspace_with_key("session-load")?;
