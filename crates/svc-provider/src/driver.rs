@@ -170,6 +170,11 @@ impl Driver {
         let (http_tx, mut http_rx) = mpsc::channel::<(u64, HttpEvent)>(64);
         self.http_tx = Some(http_tx);
         let mut closing = false;
+        // These live across turns of the loop (one per frame each way): made afresh each turn,
+        // they registered and removed two timers and a cancellation waiter every time.
+        let mut shutdown = std::pin::pin!(self.shutdown.child_token().cancelled_owned());
+        let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+        let mut ping_timer = std::pin::pin!(tokio::time::sleep_until(self.next_ping));
         loop {
             if !self.drain().await && !closing {
                 // Nobody listens any more: close properly (open tool calls answered, socket
@@ -183,8 +188,16 @@ impl Driver {
                 break;
             }
             let deadline = self.codec.poll_timeout().map(Instant::from_std);
+            if let Some(at) = deadline
+                && timer.deadline() != at
+            {
+                timer.as_mut().reset(at);
+            }
+            if ping_timer.deadline() != self.next_ping {
+                ping_timer.as_mut().reset(self.next_ping);
+            }
             tokio::select! {
-                () = self.shutdown.cancelled(), if !closing => {
+                () = &mut shutdown, if !closing => {
                     closing = true;
                     let now = self.now();
                     self.codec.handle_input(now, ProviderInput::Close);
@@ -281,11 +294,11 @@ impl Driver {
                     let now = self.now();
                     self.codec.handle_http(now, id, event);
                 }
-                () = sleep_until(deadline) => {
+                () = &mut timer, if deadline.is_some() => {
                     let now = self.now();
                     self.codec.handle_timeout(now);
                 }
-                () = sleep_until(Some(self.next_ping)), if self.socket.is_some() => self.keep_alive().await,
+                () = &mut ping_timer, if self.socket.is_some() => self.keep_alive().await,
             }
         }
         if let Some(mut socket) = self.socket.take() {
@@ -430,13 +443,6 @@ async fn next_connect(connecting: &mut Option<Connecting>) -> Result<Socket, Con
 async fn next_message(socket: &mut Option<Socket>) -> Option<Result<Message, tungstenite::Error>> {
     match socket.as_mut() {
         Some(socket) => socket.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
 }

@@ -145,11 +145,21 @@ impl RoomActor {
         // What the core said as it opened (`room_started`).
         self.carry_out(&mut signals, &mut locals, &mut rpc_calls);
         let mut shutdown_seen = false;
+        // Both live across turns of the loop: a room turns over about 200 times a second, and a
+        // future made afresh each turn registered (then removed) a timer and a cancellation
+        // waiter every time.
+        let mut shutdown = std::pin::pin!(self.shutdown.child_token().cancelled_owned());
+        let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
         loop {
             let deadline = self.core.poll_timeout();
+            if let Some(at) = deadline.map(tokio::time::Instant::from_std)
+                && timer.deadline() != at
+            {
+                timer.as_mut().reset(at);
+            }
             let command = tokio::select! {
                 biased;
-                () = self.shutdown.cancelled(), if !shutdown_seen => {
+                () = &mut shutdown, if !shutdown_seen => {
                     shutdown_seen = true;
                     Some(RoomCommand::Close { reason: LeaveReason::ServerShutdown })
                 }
@@ -157,7 +167,7 @@ impl RoomActor {
                 // (its last words) goes out before the close.
                 post = self.posts.recv() => post.map(RoomCommand::Post),
                 command = self.commands.recv() => command,
-                () = sleep_until(deadline) => None,
+                () = &mut timer, if deadline.is_some() => None,
             };
             let now = Instant::now();
             let mut closing = false;
@@ -395,12 +405,5 @@ impl RoomActor {
             // As for the acknowledgement.
             let _ = self.core.handle_local(now, to, LocalCommand::SendRpc { destination: from_identity, value });
         }
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
     }
 }

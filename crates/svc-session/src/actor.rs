@@ -235,21 +235,24 @@ impl<R: AgentRoom> SessionActor<R> {
         let mut provider_open = true;
         let mut shutdown_seen = false;
         let mut commands_open = true;
+        // Both live across turns of the loop (about 150 a second while both sides talk): made
+        // afresh each turn, they registered and removed a timer and a cancellation waiter.
+        let mut shutdown = std::pin::pin!(self.shutdown.child_token().cancelled_owned());
+        let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
         let finish = loop {
             if let Some(finish) = self.carry_outputs(&mut bound, &mut decoding).await {
                 break finish;
             }
             self.persister.flush();
             let deadline = self.core.poll_timeout();
-            let sleep = async {
-                match deadline {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
+            if let Some(at) = deadline.map(tokio::time::Instant::from_std)
+                && timer.deadline() != at
+            {
+                timer.as_mut().reset(at);
+            }
             tokio::select! {
                 biased;
-                () = self.shutdown.cancelled(), if !shutdown_seen => {
+                () = &mut shutdown, if !shutdown_seen => {
                     shutdown_seen = true;
                     self.core.handle_shutdown(now());
                 }
@@ -278,7 +281,7 @@ impl<R: AgentRoom> SessionActor<R> {
                 (call_id, outcome) = self.tool_jobs.next() => {
                     self.core.handle_tool_job_done(now(), &call_id, outcome);
                 }
-                () = sleep => self.core.handle_timeout(now()),
+                () = &mut timer, if deadline.is_some() => self.core.handle_timeout(now()),
                 _ = heartbeat.tick() => {
                     let now = now();
                     let usage = self.core.usage_totals(now).record();

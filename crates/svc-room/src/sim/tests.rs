@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use livekit_protocol as proto;
 
-use super::{JoinOptions, Sim};
+use super::{Delivery, JoinOptions, Sim};
 use crate::client::{ClientError, ClientEvent};
 use crate::core::{Key, LocalCommand, LocalError, LocalReply, MAX_RELIABLE_BACKLOG_BYTES, Permissions};
 use crate::model::{LeaveReason, ParticipantKind, RoomEvent};
@@ -197,6 +197,36 @@ fn an_in_process_track_is_encoded_paced_and_reaches_clients() {
     assert!(all.len() >= 49, "{} frames of 50", all.len());
     assert!(all.iter().all(|(who, sid, _, _)| who == "agent" && *sid == track_sid));
     assert_eq!(counters.played_samples.load(std::sync::atomic::Ordering::Relaxed), 48_000);
+}
+
+#[test]
+fn a_pushed_opus_frame_leaves_within_the_push_without_a_turn_of_the_rooms_timer() {
+    let mut sim = sim();
+    let bob = sim.join_ready("bob", JoinOptions::default());
+    let agent = sim.join_local("agent", ParticipantKind::Agent);
+    let LocalReply::TrackPublished { track_sid, .. } =
+        sim.local(agent, LocalCommand::PublishAudio { name: "voice".to_owned() })
+    else {
+        panic!("the agent's track is published");
+    };
+    sim.run_until(Duration::from_secs(2), |sim| sim.client(bob).has_subscribed_track());
+    sim.run_for(Duration::from_millis(200));
+    let datagrams =
+        |sim: &Sim| sim.wire.iter().filter(|(_, delivery)| matches!(delivery, Delivery::Datagram { .. })).count();
+    let (heard, on_the_wire) = (sim.client(bob).audio().len(), datagrams(&sim));
+
+    // A frame of Opus silence, due now.
+    let opus = Bytes::from_static(&[0xf8, 0xff, 0xfe]);
+    let push = LocalCommand::PushOpus { track_sid: track_sid.as_str().into(), opus, media_time: Some(sim.now) };
+    assert!(matches!(sim.local(agent, push), LocalReply::Done));
+
+    // Its packet is on the wire when the push returns, and the room wants no wake-up for it
+    // (str0m packetizes a written frame only when given the time: the drain gives it).
+    assert!(datagrams(&sim) > on_the_wire, "the frame's packet left with the push");
+    let now = sim.now;
+    assert!(sim.room.poll_timeout().is_none_or(|at| at > now), "no timeout due for the frame");
+    sim.run_for(sim.latency + Duration::from_millis(1));
+    assert_eq!(sim.client(bob).audio().len(), heard + 1, "bob heard the frame");
 }
 
 // ---------------------------------------------------------------------------------------------
