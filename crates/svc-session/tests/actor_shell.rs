@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use shell::{SESSION, Shell, session};
 use svc_provider_core::{ProviderEvent, ProviderInput};
+use svc_session::core::playback::IDLE_SILENCE_EVERY;
 use svc_session::core::{EndStatus, Timing};
 use svc_session::room::CloseReason;
 
@@ -154,7 +155,12 @@ async fn barge_in_the_reply_is_cut_where_the_user_spoke_and_the_provider_is_told
     shell.provider(shell::agent_speech(Duration::from_secs(1))).await;
     shell.advance(Duration::from_secs(1)).await;
     assert_eq!(shell.agent_speech_frames(), before, "nothing of the reply after the barge-in");
-    assert!(shell.agent_frames().len() > before + 50, "the track goes on with silence");
+    // The track goes on with silence: a frame per 400 ms, the rhythm of DTX.
+    let frames = shell.agent_frames();
+    let last_speech = frames.iter().rposition(|frame| !frame.silence).expect("speech was played");
+    let silence: Vec<_> = frames[last_speech + 1..].iter().map(|frame| frame.due).collect();
+    assert!(silence.len() >= 2, "the track goes on with silence: {} frames", silence.len());
+    assert!(silence.windows(2).all(|pair| pair[1] - pair[0] == IDLE_SILENCE_EVERY), "{silence:?}");
 
     // The provider says what was heard (within the 1.5 s it has): that is the agent's turn.
     shell.provider(ProviderEvent::AssistantTruncated { heard: "Let me tell".into() }).await;
