@@ -11,7 +11,7 @@
 //! client: 0.89 correlation with what was sent, against 0.96 on a continuous stream), and the
 //! first words are the ones that matter; a DTX rhythm is no restart (0.970 with the PyPI client
 //! and 0.960 in Chromium, against 0.966 and 0.957 with silence every 20 ms), and it spares two
-//! thirds of the packets a talking session sends (11 % of svc's CPU: docs/benchmarks.md). The
+//! thirds of the packets a talking session sends (12 % of svc's CPU: docs/benchmarks.md). The
 //! silence frame is encoded once per process.
 //!
 //! Every frame belongs to a response (`seq`). Per response the playback keeps what the
