@@ -70,14 +70,12 @@ impl PeerConnection {
     /// of five timeouts a room handled at 100 talking sessions).
     pub(crate) fn drain_into(&mut self, now: Instant, drained: &mut Drained) {
         let mut due_given = 0;
-        loop {
+        let error = loop {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(at)) if at <= now && due_given < DUE_TIMEOUTS_PER_DRAIN => {
                     due_given += 1;
                     if let Err(error) = self.rtc.handle_input(Input::Timeout(now)) {
-                        self.timeout += DEAD_CONNECTION_TIMEOUT;
-                        drained.error = Some(error);
-                        return;
+                        break error;
                     }
                 }
                 Ok(Output::Timeout(at)) => {
@@ -89,13 +87,11 @@ impl PeerConnection {
                     drained.transmits.push(transmit);
                 }
                 Ok(Output::Event(event)) => drained.events.push(event),
-                Err(error) => {
-                    self.timeout += DEAD_CONNECTION_TIMEOUT;
-                    drained.error = Some(error);
-                    return;
-                }
+                Err(error) => break error,
             }
-        }
+        };
+        self.timeout += DEAD_CONNECTION_TIMEOUT;
+        drained.error = Some(error);
     }
 }
 
