@@ -136,6 +136,104 @@ pub fn piecewise_correlation(reference: &[i16], received: &[i16], window: usize,
     Piecewise { overall, windows }
 }
 
+/// How much of `reference` arrived in `received`, in order: the energy-weighted mean of each
+/// `window`'s correlation along the best path of lags through the signal, in `0.0..=1.0`.
+///
+/// A live audio path moves its delay while it plays: an adaptive jitter buffer that meets a late
+/// packet conceals and plays the rest later (a step of 20–80 ms under network jitter), and
+/// catches up a few milliseconds at a time. Every word still arrives, in order. Each window is
+/// therefore free to sit at its own lag within `max_drift` samples of the whole signal's best
+/// lag, and the lags of neighbouring windows are chosen together (dynamic programming over the
+/// windows, in the order they were spoken): a move of up to `slack` samples from one window to
+/// the next is free, a larger one (a step) costs as much as an average window scores at best. So
+/// one step costs about one window, wherever it falls. Following the lag window by window instead loses
+/// it for good at the first step wider than its search, and scores the rest of the signal as
+/// missing (a reply with one 50 ms step scored 0.51 that way, 0.95 this way). Missing or garbled
+/// audio still scores low: no lag matches it.
+/// Windows of the reference without energy are left out. 0.0 when there is nothing to compare.
+#[must_use]
+pub fn aligned_correlation(reference: &[i16], received: &[i16], window: usize, slack: usize, max_drift: usize) -> f64 {
+    let window = window.max(1);
+    let overall = best_correlation(reference, received, reference.len().max(received.len()));
+    let lags = 2 * max_drift + 1;
+    let energy = |pcm: &[i16]| pcm.iter().map(|&s| f64::from(s) * f64::from(s)).sum::<f64>();
+    let pieces: Vec<(usize, &[i16], f64)> = (0..reference.len())
+        .step_by(window)
+        .map(|start| (start, &reference[start..(start + window).min(reference.len())]))
+        .map(|(start, piece)| (start, piece, energy(piece)))
+        .filter(|(_, piece, energy)| piece.len() >= window / 2 && *energy > 0.0)
+        .collect();
+    let total: f64 = pieces.iter().map(|(_, _, energy)| energy).sum();
+    if pieces.is_empty() || total == 0.0 {
+        return 0.0;
+    }
+    // A step costs an average window wherever it falls (a quiet window would make it cheap).
+    let step_cost = total / pieces.len() as f64;
+    // `best[k]`: the best score of a path through the windows so far that ends at lag
+    // `overall.lag_samples - max_drift + k`.
+    let mut best: Option<Vec<f64>> = None;
+    for (start, piece, energy) in pieces {
+        let first_lag = start as isize + overall.lag_samples - max_drift as isize;
+        let scores = window_scores(piece, received, first_lag, lags).into_iter().map(|c| energy * c.max(0.0));
+        best = Some(match best {
+            None => scores.collect(),
+            Some(previous) => {
+                let stepped = previous.iter().copied().fold(f64::NEG_INFINITY, f64::max) - step_cost;
+                let near = sliding_max(&previous, slack);
+                scores.zip(near).map(|(score, near)| score + near.max(stepped)).collect()
+            }
+        });
+    }
+    best.map_or(0.0, |best| best.into_iter().fold(0.0, f64::max) / total)
+}
+
+/// `piece`'s normalised correlation with `received` at the `lags` lags from `first_lag` on
+/// (`received[n + lag]` against `piece[n]`); 0.0 where `piece` does not lie wholly inside it.
+fn window_scores(piece: &[i16], received: &[i16], first_lag: isize, lags: usize) -> Vec<f64> {
+    let mut scores = vec![0.0; lags];
+    // The stretch of `received` those lags reach, clipped to what exists.
+    let from = first_lag.clamp(0, received.len() as isize) as usize;
+    let to = (first_lag + (lags - 1 + piece.len()) as isize).clamp(0, received.len() as isize) as usize;
+    if to - from < piece.len() {
+        return scores;
+    }
+    let stretch = &received[from..to];
+    let sums = cross_correlation(piece, stretch);
+    let energy = prefix_energy(stretch);
+    let piece_energy = piece.iter().map(|&s| f64::from(s) * f64::from(s)).sum::<f64>();
+    for offset in 0..=stretch.len() - piece.len() {
+        let stretch_energy = (energy[offset + piece.len()] - energy[offset]) as f64;
+        let denominator = (piece_energy * stretch_energy).sqrt();
+        let k = (from + offset) as isize - first_lag;
+        if denominator > 0.0 && (0..lags as isize).contains(&k) {
+            scores[k as usize] = (sums[offset] / denominator).clamp(-1.0, 1.0);
+        }
+    }
+    scores
+}
+
+/// `out[k]` = the largest of `values[k - reach ..= k + reach]` (clipped to the slice), with a
+/// monotonic queue: linear in the length whatever the reach.
+fn sliding_max(values: &[f64], reach: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(values.len());
+    let mut queue = std::collections::VecDeque::<usize>::new();
+    let mut next = 0;
+    for k in 0..values.len() {
+        while next < values.len() && next <= k + reach {
+            while queue.back().is_some_and(|&i| values[i] <= values[next]) {
+                queue.pop_back();
+            }
+            queue.push_back(next);
+            next += 1;
+        }
+        while queue.front().is_some_and(|&i| i + reach < k) {
+            queue.pop_front();
+        }
+        out.push(queue.front().map_or(f64::NEG_INFINITY, |&i| values[i]));
+    }
+    out
+}
+
 /// `out[lag] = Σ_n reference[n] · received[n + lag]` for every lag, circularly indexed
 /// (`out[len - k]` holds lag `-k`), computed as `IFFT(FFT(received) · conj(FFT(reference)))` on a
 /// length that rules out wrap-around.
@@ -370,5 +468,37 @@ mod tests {
         assert_eq!(pieces.windows.len(), 4);
         assert!((pieces.share_at_least(0.8) - 0.5).abs() < 1e-9, "{pieces:?}");
         assert_eq!(piecewise_correlation(&reference, &[], 12_000, 4_800).share_at_least(0.1), 0.0);
+    }
+    #[test]
+    fn an_aligned_correlation_forgives_a_delay_step_and_not_what_is_lost_or_garbled() {
+        // A second of the speech-like signal at 16 kHz, received 200 ms late.
+        let reference: Vec<i16> = speech_like_signal(48_000).into_iter().step_by(3).collect();
+        let late = |pcm: &[i16]| [vec![0; 3_200], pcm.to_vec(), vec![0; 3_200]].concat();
+        let score = |received: &[i16]| aligned_correlation(&reference, received, 1_600, 640, 3_200);
+        assert!(score(&late(&reference)) > 0.99);
+        // A jitter buffer's 60 ms step at 420 ms (wider than the slack) costs about a window.
+        let step = 6_720;
+        let stepped = [&reference[..step], &[0; 960][..], &reference[step..]].concat();
+        let stepped = score(&late(&stepped));
+        assert!(stepped > 0.85, "{stepped}");
+        // Half of it missing, or played backwards, scores low.
+        let mut missing = reference.clone();
+        missing[8_000..].fill(0);
+        let mut garbled = reference.clone();
+        garbled[8_000..].reverse();
+        for (name, received) in [("missing", missing), ("garbled", garbled)] {
+            let score = score(&late(&received));
+            assert!(score < 0.8, "{name}: {score}");
+        }
+        assert_eq!(score(&[]), 0.0);
+        assert_eq!(aligned_correlation(&[], &reference, 1_600, 640, 3_200), 0.0);
+    }
+
+    #[test]
+    fn a_sliding_max_covers_the_reach_either_side() {
+        let values = [1.0, 5.0, 2.0, 0.0, 0.0, 3.0];
+        assert_eq!(sliding_max(&values, 0), values.to_vec());
+        assert_eq!(sliding_max(&values, 1), vec![5.0, 5.0, 5.0, 2.0, 3.0, 3.0]);
+        assert_eq!(sliding_max(&values, 9), vec![5.0; 6]);
     }
 }
