@@ -140,17 +140,17 @@ pub fn piecewise_correlation(reference: &[i16], received: &[i16], window: usize,
 /// `window`'s correlation along the best path of lags through the signal, in `0.0..=1.0`.
 ///
 /// A live audio path moves its delay while it plays: an adaptive jitter buffer that meets a late
-/// packet conceals and plays the rest later (a step of 20–80 ms under network jitter), and
-/// catches up a few milliseconds at a time. Every word still arrives, in order. Each window is
-/// therefore free to sit at its own lag within `max_drift` samples of the whole signal's best
-/// lag, and the lags of neighbouring windows are chosen together (dynamic programming over the
-/// windows, in the order they were spoken): a move of up to `slack` samples from one window to
-/// the next is free, a larger one (a step) costs as much as an average window scores at best. So
-/// one step costs about one window, wherever it falls. Following the lag window by window instead loses
-/// it for good at the first step wider than its search, and scores the rest of the signal as
-/// missing (a reply with one 50 ms step scored 0.51 that way, 0.95 this way). Missing or garbled
-/// audio still scores low: no lag matches it.
-/// Windows of the reference without energy are left out. 0.0 when there is nothing to compare.
+/// packet conceals and plays the rest later (a step of 20–80 ms under network jitter), and catches
+/// up a few milliseconds at a time. Every word still arrives, in order. Each window is therefore
+/// free to sit at its own lag within `max_drift` samples of the whole signal's best lag, and the
+/// lags of neighbouring windows are chosen together (dynamic programming over the windows, in the
+/// order they were spoken): a move of up to `slack` samples from one window to the next is free, a
+/// larger one (a step) costs as much as an average window scores at best. So one step costs about
+/// one window, wherever it falls. Following the lag window by window instead loses it for good at
+/// the first step wider than its search, and scores the rest of the signal as missing (a reply
+/// with one 50 ms step scored 0.51 that way, 0.95 this way). Missing or garbled audio still scores
+/// low: no lag matches it. Windows of the reference without energy are left out. 0.0 when there is
+/// nothing to compare.
 #[must_use]
 pub fn aligned_correlation(reference: &[i16], received: &[i16], window: usize, slack: usize, max_drift: usize) -> f64 {
     let window = window.max(1);
@@ -469,6 +469,7 @@ mod tests {
         assert!((pieces.share_at_least(0.8) - 0.5).abs() < 1e-9, "{pieces:?}");
         assert_eq!(piecewise_correlation(&reference, &[], 12_000, 4_800).share_at_least(0.1), 0.0);
     }
+
     #[test]
     fn an_aligned_correlation_forgives_a_delay_step_and_not_what_is_lost_or_garbled() {
         // A second of the speech-like signal at 16 kHz, received 200 ms late.
