@@ -174,7 +174,7 @@ pub fn aligned_correlation(reference: &[i16], received: &[i16], window: usize, s
     let mut best: Option<Vec<f64>> = None;
     for (start, piece, energy) in pieces {
         let first_lag = start as isize + overall.lag_samples - max_drift as isize;
-        let scores = window_scores(piece, received, first_lag, lags).into_iter().map(|c| energy * c.max(0.0));
+        let scores = window_scores(piece, energy, received, first_lag, lags).into_iter().map(|c| energy * c.max(0.0));
         best = Some(match best {
             None => scores.collect(),
             Some(previous) => {
@@ -189,7 +189,8 @@ pub fn aligned_correlation(reference: &[i16], received: &[i16], window: usize, s
 
 /// `piece`'s normalised correlation with `received` at the `lags` lags from `first_lag` on
 /// (`received[n + lag]` against `piece[n]`); 0.0 where `piece` does not lie wholly inside it.
-fn window_scores(piece: &[i16], received: &[i16], first_lag: isize, lags: usize) -> Vec<f64> {
+/// `piece_energy` is `Σ piece[n]²`, which the caller already has.
+fn window_scores(piece: &[i16], piece_energy: f64, received: &[i16], first_lag: isize, lags: usize) -> Vec<f64> {
     let mut scores = vec![0.0; lags];
     // The stretch of `received` those lags reach, clipped to what exists.
     let from = first_lag.clamp(0, received.len() as isize) as usize;
@@ -200,7 +201,6 @@ fn window_scores(piece: &[i16], received: &[i16], first_lag: isize, lags: usize)
     let stretch = &received[from..to];
     let sums = cross_correlation(piece, stretch);
     let energy = prefix_energy(stretch);
-    let piece_energy = piece.iter().map(|&s| f64::from(s) * f64::from(s)).sum::<f64>();
     for offset in 0..=stretch.len() - piece.len() {
         let stretch_energy = (energy[offset + piece.len()] - energy[offset]) as f64;
         let denominator = (piece_energy * stretch_energy).sqrt();
